@@ -107,3 +107,22 @@ def group(attention: tuple[str, ...], mlp: tuple[str, ...]) -> tuple[LayerGroup,
     for key in zip(attention, mlp, strict=True):
         counts[key] = counts.get(key, 0) + 1
     return tuple(LayerGroup(a, m, c) for (a, m), c in counts.items())
+
+
+def compact(names, types_field: str, pattern_field: str, default: str | None = None) -> dict:
+    """The shortest spec fields for a per-layer list: nothing when every layer is `default`,
+    one period (`pattern_field`) when the list repeats, else the runs (`types_field`).
+
+    >>> compact(["dense", "sparse"] * 3, "mlp_layer_types", "mlp_layer_pattern")
+    {'mlp_layer_pattern': (('dense', 1), ('sparse', 1))}
+    """
+    names = list(names)
+    if default is not None and all(n == default for n in names):
+        return {}
+    period = next(
+        p for p in range(1, len(names) + 1) if names == (names[:p] * len(names))[: len(names)]
+    )
+    runs, period_runs = compress(names), compress(names[:period])
+    if len(period_runs) < len(runs):
+        return {pattern_field: period_runs}
+    return {types_field: runs}

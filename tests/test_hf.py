@@ -448,8 +448,12 @@ def test_to_hf_config_round_trips_every_exportable_preset(preset):
     try:
         d = to_hf_config(spec)
     except ValueError as e:
-        # the only presets transformers cannot build: parallel block + gated MLP (PaLM)
-        assert (spec.block_kind, spec.mlp_kind) == ("parallel", "gated"), str(e)
+        # presets transformers cannot build: parallel block + gated MLP (PaLM), and today's
+        # families, which are built from their own config.json (tests/test_presets_modern.py)
+        from test_presets_modern import MODERN
+
+        palm = (spec.block_kind, spec.mlp_kind) == ("parallel", "gated")
+        assert palm or preset in MODERN, str(e)
         assert "transformers has no model_type" in str(e)
         return
     back = from_hf_config(json.loads(json.dumps(d)))  # survives a JSON file

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from calc.hf.reader import _Config
+from calc.layout import compact
 
 
 class _Defaults(NamedTuple):
@@ -124,7 +125,7 @@ def _pattern(cfg: _Config, key: str, types: object, window: int | None, n_layers
         if sliding == [(i + 1) % n != 0 for i in range(n_layers)]:
             return {"sliding_window": window, "sliding_window_pattern": n}
     names = ["sliding_attention" if x else "full_attention" for x in sliding]
-    return {"sliding_window": window, "layer_types": names}
+    return {"sliding_window": window, **compact(names, "layer_types", "layer_pattern")}
 
 
 def _falcon(cfg: _Config, legacy: bool) -> dict:

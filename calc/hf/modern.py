@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from calc.hf.classic import _pattern
 from calc.hf.reader import _REQUIRED, _Config
+from calc.layout import compact
 
 
 class Family(NamedTuple):
@@ -30,6 +31,7 @@ class Family(NamedTuple):
     layout: str = "full"  # how layer types are derived when the file lists none
     moe: str = ""  # how MoE layers are placed: qwen / deepseek / llama4 / all
     window: int | None = None  # sliding_window default
+    vocab: object = _REQUIRED  # vocab_size default (Gemma 3 configs may omit it)
 
 
 F = Family
@@ -43,7 +45,9 @@ FAMILIES = {
     "deepseek_v2": F(None, None, False, 2048, moe="deepseek"),
     "deepseek_v3": F(None, None, False, 4096, moe="deepseek"),
     "gpt_oss": F(8, 64, False, 131072, layout="alternate", moe="all", window=128),
-    "gemma3_text": F(4, 256, True, 131072, norms=4, qk_norm="head", layout="every6", window=4096),
+    "gemma3_text": F(
+        4, 256, True, 131072, vocab=262208, norms=4, qk_norm="head", layout="every6", window=4096
+    ),
     "llama4_text": F(8, 128, False, 131072, layout="nope", moe="llama4"),
     "glm4": F(2, 128, False, 131072, bias="qkv", norms=4),
     "glm4_moe": F(8, None, False, 131072, bias="qkv", qk_norm="flag", moe="deepseek"),
@@ -84,7 +88,7 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
             "intermediate_size",
             default=cfg.data.get("moe_intermediate_size") if f.moe == "all" else _REQUIRED,
         ),
-        "vocab_size": cfg.int("vocab_size"),
+        "vocab_size": cfg.int("vocab_size", default=f.vocab),
         "max_position_embeddings": cfg.int("max_position_embeddings", default=f.max_pos),
         "hidden_act": cfg.str(
             "hidden_activation", "hidden_act", "activation_function", default="silu"
@@ -162,7 +166,7 @@ def _layout(cfg: _Config, mt: str, f: Family, L: int) -> dict:
         )
     if set(types) <= {"full_attention", "sliding_attention", "attention"}:
         return _pattern(cfg, "layer_types", types, window, L)
-    out: dict = {"layer_types": types, "sliding_window": window}
+    out: dict = {"sliding_window": window, **compact(types, "layer_types", "layer_pattern")}
     if "chunked_attention" in types:
         out["attention_chunk_size"] = cfg.int("attention_chunk_size", default=8192)
     return out
@@ -228,7 +232,10 @@ def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
         width = out["moe_intermediate_size"] or cfg.int("intermediate_size")
         out["shared_expert_intermediate_size"] = n * width if n else None
         out["e_score_correction_bias"] = mt in ("deepseek_v3", "glm4_moe")  # an fp32 buffer
-    out["mlp_layer_types"] = cfg.data.get("mlp_layer_types") or _mlp_types(cfg, f, L)
+    mlp = cfg.data.get("mlp_layer_types") or _mlp_types(cfg, f, L)
+    if not (isinstance(mlp, list) and len(mlp) == L and set(mlp) <= {"dense", "sparse"}):
+        raise cfg.fail("mlp_layer_types", f"must name dense or sparse for each of the {L} layers")
+    out.update(compact(mlp, "mlp_layer_types", "mlp_layer_pattern", default="sparse"))
     return out
 
 
