@@ -5,6 +5,7 @@ layers here; the report uses full depth), KV cache and peak attention memory at 
 from __future__ import annotations
 
 import pytest
+from conftest import TOY_GQA
 
 pytest.importorskip("torch")
 
@@ -12,15 +13,7 @@ import calc  # noqa: E402
 import calc.validate  # noqa: E402
 
 PRESETS = calc.list_presets()
-TOY = calc.ModelSpec(
-    name="toy-gqa",
-    num_hidden_layers=3,
-    hidden_size=64,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=128,
-    vocab_size=97,
-)
+TOY = TOY_GQA
 
 
 @pytest.mark.parametrize("name", PRESETS)
