@@ -270,3 +270,14 @@ def test_every_kind_model_passes_params_and_flops():
             spec, spec, (16, 40), layers=reduce.check_depth(spec)
         )
         assert not _failed(rows), spec.name
+
+
+def test_validate_all_runs_the_presets_then_the_kind_models():
+    import argparse
+
+    from calc.validate.cli import _specs
+
+    names = [s.name for s in _specs(argparse.Namespace(all=True, models=[]))]
+    assert names == calc.list_presets() + list(kinds.CONFIGS)
+    one = _specs(argparse.Namespace(all=False, models=["kind-qwen3-next"]))[0]
+    assert one.attention_counts == {"linear_attention": 3, "full_attention": 1}
