@@ -7,6 +7,7 @@ calc/__init__.py, and a bad-input case to BAD_CALLS (or the exemptions, with the
 from __future__ import annotations
 
 import pytest
+from conftest import toy
 
 import calc
 
@@ -93,15 +94,7 @@ def test_version():
 
 # --- bad input, for every public function that takes counts or a dtype ------------------------
 
-SPEC = calc.ModelSpec(
-    name="toy",
-    num_hidden_layers=2,
-    hidden_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=64,
-    vocab_size=100,
-)
+SPEC = toy(num_hidden_layers=2)
 NEG_SEQ = "'seq_len' must be an integer >= 0: got -1"
 ZERO_BATCH = "'batch' must be an integer > 0: got 0"
 BOOL_BATCH = "'batch' must be an integer > 0: got True"
