@@ -102,20 +102,32 @@ def fused_attention_bytes(
 
 
 def forward_flops_prefill(
-    spec: ModelSpec, seq_len: int, batch: int = 1, causal: bool = True
+    spec: ModelSpec,
+    seq_len: int,
+    batch: int = 1,
+    causal: bool = True,
+    *,
+    mla_absorbed: bool = False,
 ) -> int:
     """Whole forward over a prompt: 2 x matmul params per token + attention."""
     # check before multiplying: 2 * "8" * params would build a string, not raise
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
     dense = 2 * batch * seq_len * matmul_params(spec)
-    return dense + attention_flops_prefill(spec, seq_len, batch, causal)
+    return dense + attention_flops_prefill(spec, seq_len, batch, causal, mla_absorbed=mla_absorbed)
 
 
-def forward_flops_decode(spec: ModelSpec, context: int, batch: int = 1) -> int:
-    """One decode step (one token per sequence) at `context` tokens of cache."""
+def forward_flops_decode(
+    spec: ModelSpec, context: int, batch: int = 1, *, mla_absorbed: bool = False
+) -> int:
+    """One decode step (one token per sequence) at `context` tokens of cache.
+
+    MLA: `mla_absorbed=True` is a decode against the latent cache (the engines' way, and
+    kv_cache_bytes' default "engine" convention); False the naive per-head products over an
+    expanded K/V cache (transformers' convention)."""
     batch = check_count("batch", batch)  # before 2 * batch: a str would repeat, not raise
-    return 2 * batch * matmul_params(spec) + attention_flops_decode(spec, context, batch)
+    attn = attention_flops_decode(spec, context, batch, mla_absorbed=mla_absorbed)
+    return 2 * batch * matmul_params(spec) + attn
 
 
 def training_flops_per_token(spec: ModelSpec, seq_len: int) -> float:

@@ -75,6 +75,7 @@ def state_bytes_per_sequence(
     spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
 ) -> int:
     """The constant per-sequence state of all linear-attention layers (0 without them)."""
+    canonical_dtype(dtype)
     n = spec.attention_counts.get("linear_attention", 0)
     if not n:
         return 0

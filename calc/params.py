@@ -131,6 +131,9 @@ def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
     its norms (block, q/k, latent) and per-layer vectors (sinks, conv, decay)."""
     from calc.linears import _attention, _mlp
 
+    L = spec.num_hidden_layers
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -L <= layer < L:
+        raise ValueError(f"'layer' must be a layer index < {L}: got {layer!r}")
     kind, mlp = spec.layer_kinds[layer]
     one = spec.replace(
         num_hidden_layers=1, layer_types=[kind], layer_pattern=None, mlp_layer_types=[mlp],

@@ -115,16 +115,12 @@ def _decode_row(claim: ModelSpec, context: int, measured: int, mla: bool) -> Che
     label = f"decode step at context {context}"
     if not mla:
         return _flop_row(label, predicted, measured)
-    from calc.attention import attention_flops_decode
-
-    naive = attention_flops_decode(claim, context)  # forward_flops_decode's attention term
-    absorbed = attention_flops_decode(claim, context, mla_absorbed=True)
-    row = _flop_row(label + " (MLA absorbed)", predicted - naive + absorbed, measured)
+    absorbed = calc.forward_flops_decode(claim, context, mla_absorbed=True)
+    row = _flop_row(label + " (MLA absorbed)", absorbed, measured)
     return row.model_copy(
         update={
-            "note": "latent cache, absorbed decode: forward_flops_decode - attention_flops_decode"
-            f" + attention_flops_decode(mla_absorbed=True); forward_flops_decode alone says "
-            f"{predicted:,}"
+            "note": "latent cache, absorbed decode: forward_flops_decode(mla_absorbed=True); "
+            f"the naive per-head form would be {predicted:,}"
         }
     )
 
