@@ -49,6 +49,7 @@ def _kvcalc_value(plan, key):
 
 def calibrate(text: str, model, gpu, weight_dtype: str = "bf16", **settings) -> Calibration:
     """Compare a log with kvcalc's derived plan for the same settings; learn the overheads."""
+    settings = {k: v for k, v in settings.items() if v is not None}
     logged = parse_log(text)
     if not logged:
         raise ValueError("the log has no vLLM or SGLang start-up line kvcalc knows")

@@ -152,9 +152,8 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         )
     if log.get("refusal"):
         page_all = lay.page_bytes(B) * max(lay.rank_layers)
-        p = engine_plan(
-            spec, hw, available_kv_gib=log["num_gpu_blocks"] * page_all / GIB, weight_dtype=wd, **s
-        )
+        n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
+        p = engine_plan(spec, hw, available_kv_gib=n * page_all / GIB, weight_dtype=wd, **s)
         out.append(_eq(cid, "refusal", log["refusal"], p.refusal, "from the logged blocks"))
     if "weights_gib" in log:
         p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)

@@ -3,7 +3,7 @@
 `parse_log(text)` returns a dict with the keys of a benchmarks/engine_logs case's [logged]
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
-max_total_num_tokens, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
+max_total_num_tokens, kv_cache_capacity_tokens, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
 sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, engine.
 The first occurrence wins (with TP every rank prints its own; rank 0 usually first).
 SGLang's "GB" is GiB (its code divides by 1 << 30); vLLM V0's "took X GB" is GiB too.
@@ -30,6 +30,7 @@ PATTERNS: dict[str, re.Pattern] = {
     "needed_kv_cache_gib": re.compile(rf"\({_NUM} GiB KV cache is needed"),
     "refused_available_gib": re.compile(rf"available KV cache memory \({_NUM} GiB\)"),
     "estimated_max_model_len": re.compile(rf"estimated maximum model length is {_NUM}"),
+    "kv_cache_capacity_tokens": re.compile(rf"can be stored in KV cache \({_NUM}\)"),
     "max_total_num_tokens": re.compile(rf"KV Cache is allocated\. #tokens: {_NUM}"),
     "k_size_gib": re.compile(rf"K size: {_NUM} GB"),
     "v_size_gib": re.compile(rf"V size: {_NUM} GB"),
@@ -40,6 +41,7 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
 }
 _INT_KEYS = {
+    "kv_cache_capacity_tokens",
     "gpu_kv_cache_tokens",
     "num_gpu_blocks",
     "estimated_max_model_len",
