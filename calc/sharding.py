@@ -54,6 +54,7 @@ UNQUANTIZED_DTYPE = "bf16"  # embedding, LM head, norms and router of a quantize
 def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
     """tp and pp as ints, or a ValueError naming the rule that fails."""
     tp, pp = check_count("tp", tp), check_count("pp", pp)
+    check_plannable(spec)
     H, G, L = spec.num_attention_heads, spec.n_kv_heads, spec.num_hidden_layers
     if H % tp:
         raise ValueError(f"'tp' must divide num_attention_heads={H}: got {tp}")
@@ -62,6 +63,26 @@ def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
     if pp > L:
         raise ValueError(f"'pp' must be at most num_hidden_layers={L}: got {pp}")
     return tp, pp
+
+
+def check_plannable(spec: ModelSpec) -> None:
+    """The memory planner models uniform layers of full or sliding GQA attention and one MLP
+    kind; anything else is refused by name rather than planned wrong."""
+    kinds = set(spec.attention_counts) - {"full_attention", "sliding_attention"}
+    why = (
+        "MLA attention" if spec.is_mla
+        else f"{sorted(kinds)[0]} layers" if kinds
+        else "shared experts" if spec.shared_expert_intermediate_size
+        else "dense and MoE layers mixed" if spec.is_moe and spec.n_moe_layers != spec.num_hidden_layers
+        else "attention sinks or gates" if spec.attention_sinks or spec.attn_output_gate
+        else "router biases" if spec.router_bias
+        else None
+    )  # fmt: skip
+    if why:
+        raise ValueError(
+            f"'model' {spec.name!r} has {why}, which this memory planner does not model yet: "
+            "see kvcalc kv / attention for its cache and FLOPs"
+        )
 
 
 def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
