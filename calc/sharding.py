@@ -31,7 +31,9 @@ But: no expert parallelism, no sequence parallelism. What the rest of a GPU's me
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from math import ceil
+from types import MappingProxyType
 
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
@@ -97,8 +99,11 @@ def kv_replication(spec: ModelSpec, tp: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> dict[str, int]:
-    """Parameters on the most loaded GPU, per component of calc.params.param_breakdown."""
+def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> Mapping[str, int]:
+    """Parameters on the most loaded GPU, per component of calc.params.param_breakdown.
+
+    Cached, so the mapping is read-only: a caller that changed it would change every later
+    answer for the same arguments (copy it with dict(...) to edit)."""
     tp, pp = check_parallel(spec, tp, pp)
     L, h, V = spec.num_hidden_layers, spec.hidden_size, spec.vocab_size
     total = param_breakdown(spec)
@@ -130,7 +135,7 @@ def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> dict[str
     else:
         out["lm_head"] = rows * h
         out["norm"] += final_norm
-    return out
+    return MappingProxyType(out)
 
 
 def quantized_bytes(
@@ -162,8 +167,9 @@ def weight_bytes_per_gpu(
     group_size: int = DEFAULT_GROUP_SIZE,
     scale_bytes: int = DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
-) -> dict[str, int]:
-    """Bytes per component on the most loaded GPU (see the module docstring for dtypes)."""
+) -> Mapping[str, int]:
+    """Bytes per component on the most loaded GPU (see the module docstring for dtypes); a
+    read-only mapping, as weight_params_per_gpu's."""
     wd = canonical_dtype(weight_dtype)
     group_size = check_count("group_size", group_size)
     scale_bytes = check_count("scale_bytes", scale_bytes, allow_zero=True)
@@ -176,4 +182,4 @@ def weight_bytes_per_gpu(
             out[key] = quantized_bytes(n, wd, group_size, scale_bytes, zero_point_bits)
         else:
             out[key] = quantized_bytes(n, UNQUANTIZED_DTYPE if quantized else wd)
-    return out
+    return MappingProxyType(out)
