@@ -49,6 +49,9 @@ _INT_FIELDS = (
 )  # fmt: skip
 
 
+_CACHED = ("attention_types", "mlp_types", "layer_groups", "attention_counts", "memo")
+
+
 class ModelSpec(BaseModel):
     """A decoder-only transformer, exactly enough to count its parameters, FLOPs and KV cache."""
 
@@ -290,6 +293,14 @@ class ModelSpec(BaseModel):
 
         check_spec(self)
         return self
+
+    def model_copy(self, *, update=None, deep: bool = False) -> ModelSpec:
+        """pydantic's copy, without the derived values cached for the original (an update may
+        change what they derive from)."""
+        copy = super().model_copy(update=update, deep=deep)
+        for key in _CACHED:
+            copy.__dict__.pop(key, None)
+        return copy
 
     def replace(self, **changes) -> ModelSpec:
         """A validated copy with some fields changed (`model_copy` skips validation)."""
