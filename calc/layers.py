@@ -14,8 +14,8 @@ Two cache conventions (`Convention`):
   qk_rope_head_dim per token, a linear layer a conv state of kernel - 1 columns plus its
   recurrent state;
 - "transformers": what transformers 5.x's DynamicCache holds: sliding and chunked layers keep
-  window - 1 / chunk - 1 tokens (`DynamicSlidingWindowLayer`), MLA layers cache full per-head
-  K (nope + rope) and V (v_head_dim), linear layers a conv state of `kernel` columns.
+  window - 1 / chunk - 1 tokens (`DynamicSlidingWindowLayer`), MLA layers the same latent,
+  linear layers a conv state of `kernel` columns.
 Counting conventions: 2 FLOPs per multiply-add; H is the *query* head count.
 
 >>> from calc.spec import ModelSpec
@@ -55,9 +55,9 @@ class Softmax:
     def kv_elems_per_token(self, spec: ModelSpec, convention: Convention) -> int:
         if not spec.is_mla:
             return 2 * spec.n_kv_heads * spec.head_dim  # K and V, G heads each
-        if convention == "transformers":  # DeepseekV3Attention caches expanded per-head K and V
-            return spec.num_attention_heads * (spec.qk_head_dim + spec.v_head_dim)
-        return spec.kv_lora_rank + spec.qk_rope_head_dim  # the latent c_KV and the shared k_rope
+        # the latent c_KV and the shared k_rope; transformers 5.x's DeepSeek attention caches
+        # the same two tensors (measured: tests/test_reference_modern.py)
+        return spec.kv_lora_rank + spec.qk_rope_head_dim
 
     def cached_tokens(self, spec: ModelSpec, n, convention: Convention, minimum=min):
         w = self.window(spec)

@@ -85,7 +85,8 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = Field(default=False, strict=True)
     qkv_bias: bool = Field(default=False, strict=True)
     attn_out_bias: bool = Field(default=False, strict=True)
-    mlp_bias: bool = Field(default=False, strict=True)  # dense MLPs and experts (gpt-oss)
+    mlp_bias: bool = Field(default=False, strict=True)  # dense and shared-expert MLPs
+    expert_bias: bool = Field(default=False, strict=True)  # routed experts (gpt-oss)
     norm_kind: NormKind = "rmsnorm"
     norms_per_block: Literal[1, 2, 4] = 2  # 1: parallel (PaLM, Falcon-7B); 4: Gemma 2 sandwich
     final_norm: bool = Field(default=True, strict=True)
