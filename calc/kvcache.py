@@ -79,7 +79,7 @@ def state_bytes_per_sequence(
     n = spec.attention_counts.get("linear_attention", 0)
     if not n:
         return 0
-    return n * -(-KINDS["linear_attention"].state_elems(spec, convention) * dtype_bits(dtype) // 8)
+    return n * -(-KINDS["linear_attention"].state_bits(spec, dtype_bits(dtype), convention) // 8)
 
 
 def kv_cache_group_bytes(
@@ -102,8 +102,8 @@ def kv_cache_group_bytes(
         t = k.cached_tokens(spec, seq_len, conv)
         if block_size is not None:
             t = -(-t // block_size) * block_size  # whole blocks
-        elems = t * k.kv_elems_per_token(spec, conv) + k.state_elems(spec, conv)
-        size[kind] = -(-(batch * elems * bits) // 8)
+        layer_bits = t * k.kv_elems_per_token(spec, conv) * bits + k.state_bits(spec, bits, conv)
+        size[kind] = -(-(batch * layer_bits) // 8)
     return size
 
 

@@ -68,6 +68,10 @@ class Softmax:
     def state_elems(self, spec: ModelSpec, convention: Convention) -> int:
         return 0
 
+    def state_bits(self, spec: ModelSpec, bits: int, convention: Convention) -> int:
+        """The constant per-sequence state in bits, for a cache of `bits`-bit elements."""
+        return self.state_elems(spec, convention) * bits
+
     def flops_per_pair(self, spec: ModelSpec, mla_absorbed: bool = False) -> int:
         """QK^T (2 * H * d_qk) + AV (2 * H * d_v) for one query-key pair in one layer."""
         H = spec.num_attention_heads
@@ -147,6 +151,15 @@ class Linear(Softmax):
             spec.linear_num_value_heads * spec.linear_key_head_dim * spec.linear_value_head_dim
         )
         return conv + recurrent
+
+    def state_bits(self, spec: ModelSpec, bits: int, convention: Convention) -> int:
+        """transformers keeps the recurrent state in float32 whatever the model's dtype
+        (measured: a bf16 Qwen3-Next's cache, tests/test_presets_modern.py); engines keep both
+        states in the cache dtype."""
+        if convention != "transformers":
+            return self.state_elems(spec, convention) * bits
+        conv = self.conv_dim(spec) * spec.linear_conv_kernel_dim
+        return conv * bits + (self.state_elems(spec, convention) - conv) * 32
 
     def flops_per_pair(self, spec: ModelSpec, mla_absorbed: bool = False) -> int:
         return 0
