@@ -21,7 +21,9 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from calc.limits import check_limit
 
 MlpKind = Literal[
     "standard", "gated"
@@ -167,11 +169,11 @@ class ModelSpec(BaseModel):
         mode="before",
     )
     @classmethod
-    def _not_bool(cls, value: object) -> object:
+    def _not_bool(cls, value: object, info: ValidationInfo) -> object:
         # lax pydantic reads True as 1: a bool here is a mistake (a flag in the wrong field)
         if isinstance(value, bool):
             raise ValueError("must be an integer, not a bool")
-        return value
+        return check_limit(info.field_name, value)  # calc/limits.py: 10^12 layers is a typo
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
