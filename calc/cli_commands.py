@@ -11,6 +11,7 @@ from calc.cli import (
     add_command,
     add_model_arg,
     add_size_args,
+    context_note,
     emit_json,
     int_at_least,
     print_pairs,
@@ -41,6 +42,7 @@ def cmd_kv(args) -> int:
         block_size=args.block_size,
         window_tokens=args.window_tokens,
     )
+    context_note(spec, args.seq)
     if args.json:
         emit_json(rep)
         return 0
@@ -97,6 +99,7 @@ def cmd_attention(args) -> int:
 
     spec = _spec(args)
     r = attention_cost(spec, args.seq, args.batch, args.dtype)
+    context_note(spec, args.seq)
     if args.json:
         emit_json(r)
         return 0
@@ -148,6 +151,7 @@ def cmd_compare(args) -> int:
 
     spec = _spec(args)
     c = compare_attention(spec, args.seq, args.batch, args.dtype)
+    context_note(spec, args.seq)
     if args.json:
         emit_json(c)
         return 0
@@ -204,7 +208,7 @@ def add_commands(sub) -> None:
     add_size_args(p)
     p.add_argument(
         "--block-size",
-        type=int_at_least(1),
+        type=int_at_least(1, "block_size"),
         metavar="K",
         help="paged cache: round each sequence's tokens up to whole blocks of K",
     )
