@@ -178,6 +178,7 @@ def cmd_compare(args) -> int:
 
 def cmd_errata(args) -> int:
     from calc.errata import check_errata
+    from calc.units import plural
 
     rep = check_errata()
     if args.json:
@@ -189,10 +190,13 @@ def cmd_errata(args) -> int:
         if e.verdict == "wrong":
             print(f'\n[{i}] {e.source}: "{e.claim}"')
             print(wrap(e.explanation, indent=4))
-    print(
-        f"\n{rep.n_wrong} of {len(rep.rows)} claims are wrong; values recomputed from the "
-        "presets (`kvcalc show MODEL` for sources)."
+    summary = (
+        f"{rep.n_wrong} of {plural(len(rep.rows), 'claim')} from the lecture notes kvcalc grew "
+        f"from {'is' if rep.n_wrong == 1 else 'are'} wrong; values recomputed from the presets "
+        "(`kvcalc show MODEL` for sources). The claims, quoted with their section and line: "
+        "calc/data/errata_claims.toml."
     )
+    print("\n" + wrap(summary, indent=0))
     return 0
 
 
