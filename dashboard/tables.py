@@ -51,11 +51,13 @@ def spec_rows(spec, meta: tuple[str, ...]) -> pd.DataFrame:
 
 
 def variants(vdf: pd.DataFrame) -> pd.DataFrame:
+    """MHA / GQA / MQA rows; G / H as the fraction it is (8/64, not 0.125)."""
+    H = int(vdf.loc[vdf["variant"] == "MHA", "kv_heads"].iloc[0])  # MHA: one KV head per query head
     return pd.DataFrame(
         {
             "variant": vdf["variant"],
             "KV heads G": [num(g) for g in vdf["kv_heads"]],
-            "G / H": [f"{r:.4g}" for r in vdf["ratio"]],
+            "G / H": [f"{g}/{H}" for g in vdf["kv_heads"]],
             "KV cache": [units.fmt_bytes(b) for b in vdf["kv_cache_bytes"]],
             "saving vs MHA": [units.percent(s) for s in vdf["savings"]],
             "W_k + W_v params": [units.fmt_params(p) for p in vdf["kv_proj_params"]],

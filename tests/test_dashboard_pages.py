@@ -9,76 +9,24 @@ what the browser draws, not a value the page kept aside.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("altair")
 
-from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from dashboard_util import (  # noqa: E402
+    ROOT,
+    assert_clean,
+    chart_data,
+    errors,
+    notes,
+    open_page,
+    table,
+)
 
 import calc  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-APP = ROOT / "dashboard" / "app.py"
-
 from dashboard.plain import unescape  # noqa: E402
-
-
-def open_page(view: str | None = None, **params) -> AppTest:
-    """The app, switched to views/<view>.py with `params` in the URL, after one run.
-
-    The Model page is the default (root URL): its parameters go in before the first run.
-    """
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    if view in (None, "model"):
-        at.query_params = {k: v for k, v in params.items()}
-        return at.run()
-    at.run()
-    at.switch_page(f"views/{view}.py")
-    at.query_params = {k: v for k, v in params.items()}
-    return at.run()
-
-
-def chart_data(at: AppTest, name: str):
-    """The rows behind the chart `name` (ui.show_chart tags each spec with usermeta)."""
-    for el in at.get("vega_lite_chart"):
-        spec = json.loads(el.proto.spec)
-        if spec.get("usermeta", {}).get("kvcalc") == name:
-            (ds,) = el.proto.datasets
-            return convert_arrow_bytes_to_pandas_df(ds.data.data)
-    names = [json.loads(e.proto.spec).get("usermeta") for e in at.get("vega_lite_chart")]
-    raise AssertionError(f"no chart {name!r}; charts: {names}")
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def errors(at: AppTest) -> str:
-    """The page's st.error texts as the user reads them (they are escaped Markdown)."""
-    assert not at.exception, [e.value for e in at.exception]
-    return " | ".join(unescape(e.value) for e in at.error)
-
-
-def notes(at: AppTest) -> str:
-    """The page's warnings (what the URL lost, among others), as read."""
-    return " | ".join(unescape(w.value) for w in at.warning)
-
-
-def table(at: AppTest, i: int = -1):
-    """The i-th st.table as the user reads it (cells and headers unescaped)."""
-    df = at.table[i].value
-    df = df.map(lambda v: unescape(v) if isinstance(v, str) else v)
-    df.columns = [unescape(c) for c in df.columns]
-    return df.reset_index(drop=True)
-
 
 # --- app --------------------------------------------------------------------------------------
 
@@ -137,6 +85,9 @@ def test_model_page_shows_the_seed_errata_for_the_family():
     n, wrong = len(errata), int((errata["verdict"] == "wrong").sum())
     assert f"{n} claims in them concern palm models" in cap
     assert f"{wrong} of them are wrong" in cap
+    one = open_page("model", model="gemma-7b")  # one claim: no "1 claims ... 1 are"
+    (cap,) = [unescape(c.value) for c in one.caption if "lecture notes" in unescape(c.value)]
+    assert "1 claim in them concerns gemma models" in cap and ": it is correct." in cap
 
 
 def test_custom_fields_build_a_model_and_impossible_fields_show_st_error():
@@ -166,7 +117,7 @@ LLAMA_2_7B_CONFIG = {  # huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/confi
 }
 
 
-def upload(at: AppTest, name: str, content: bytes) -> AppTest:
+def upload(at, name: str, content: bytes):
     at.file_uploader(key="model:upload").set_value((name, content, "application/json"))
     return at.run()
 

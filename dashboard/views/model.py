@@ -29,6 +29,22 @@ spec = None
 extra: dict[str, str] = {}
 
 
+def errata_summary(verdicts, family: str) -> str:
+    """'3 claims in them concern llama-2 models ...; 1 of them is wrong' (or 'it is wrong')."""
+    n, wrong = len(verdicts), int((verdicts == "wrong").sum())
+    if n == 1:
+        verdict = "it is wrong" if wrong else "it is correct"
+        counted = f"1 claim in them concerns {family} models"
+    else:
+        verdict = f"{wrong} of them {'is' if wrong == 1 else 'are'} wrong"
+        counted = f"{units.plural(n, 'claim')} in them concern {family} models"
+    return (
+        "kvcalc grew from a set of lecture notes on attention (not part of this app); "
+        f"{counted}, quoted below with the file, section and line: {verdict}. kvcalc's value "
+        "is computed from the preset."
+    )
+
+
 def _family_changed() -> None:
     st.session_state[state.wkey("model")] = data.families()[st.session_state["model:family"]][0]
 
@@ -170,16 +186,8 @@ if spec is not None:
             with ui.guarded():
                 err = data.errata_for(spec)
                 if len(err):
-                    n_wrong = int((err["verdict"] == "wrong").sum())
                     st.subheader(
                         f"What the lecture notes say about {spec.family} models", anchor=False
                     )
-                    verb = "concerns" if len(err) == 1 else "concern"
-                    ui.caption(
-                        f"kvcalc grew from a set of lecture notes on attention (not part of this "
-                        f"app); {units.plural(len(err), 'claim')} in them {verb} {spec.family} "
-                        f"models, quoted below with the file, section and line; {n_wrong} of "
-                        f"them {'is' if n_wrong == 1 else 'are'} wrong. kvcalc's value is "
-                        "computed from the preset."
-                    )
+                    ui.caption(errata_summary(err["verdict"], spec.family))
                     ui.table(tables.errata(err))
