@@ -115,7 +115,8 @@ def test_kv_page_defaults_to_the_models_context_and_fades_beyond_it():
 def test_token_charts_mark_the_models_context(view):
     at = open_page(view, model="llama-2-7b", max_ctx="16384")
     name = {"attention": "attention_flops", "capacity": "max_concurrent_seqs"}[view]
-    rules = [layer for layer in chart_spec(at, name)["layer"] if layer["mark"]["type"] == "rule"]
+    layers = chart_spec(at, name)["layer"]
+    rules = [layer for layer in layers if layer.get("mark", {}).get("type") == "rule"]
     assert [r["encoding"]["x"] for r in rules] == [{"datum": 4096}]
 
 
@@ -161,5 +162,5 @@ def test_fourteen_models_keep_the_kv_chart_readable():
     assert_clean(at)
     spec = chart_spec(at, "kv_vs_context")
     assert spec["height"] == 320 and spec["autosize"]["type"] == "fit-x"
-    color = spec["layer"][0]["encoding"]["color"]["scale"]
+    color = spec["layer"][0]["encoding"]["color"]["scale"]  # the lines' shared encoding
     assert len(set(color["range"])) == len(color["domain"]) == 14
