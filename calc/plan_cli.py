@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from calc.cli import (
     add_command,
@@ -128,7 +129,10 @@ def gpu_arg(text: str):
     from calc.hardware import list_hardware, resolve_hardware
 
     folded = {n.casefold(): n for n in list_hardware()}
-    return resolve_hardware(folded.get(text.strip().casefold(), text))
+    name = folded.get(text.strip().casefold(), text)
+    if name == text and Path(text).is_dir():
+        raise ValueError(f"'--gpu' {text!r} is a directory: pass a hardware preset or a .toml file")
+    return resolve_hardware(name)
 
 
 def add_commands(subparsers) -> None:
@@ -199,7 +203,9 @@ def _tp(spec, gpus: int, tp: int | None) -> int:
     problem = tp_problem(spec, gpus, tp)
     if problem:
         works = ", ".join(map(str, valid_tps(spec, gpus))) or "none"
-        raise ValueError(f"{problem} (tp values that work for {spec.label} on {gpus} GPUs: {works})")
+        raise ValueError(
+            f"{problem} (tp values that work for {spec.label} on {gpus} GPUs: {works})"
+        )
     return tp
 
 
@@ -308,5 +314,3 @@ def _print_plan(p, spec, hw) -> None:
         ]
     )
     print(p.memory.message)
-
-

@@ -22,6 +22,7 @@ PARAM = "spec"
 KEY = "custom_spec"  # session key of the custom model (data.CUSTOM_KEY)
 ORIGIN = "custom_origin"  # how it came: "fields", "upload: <file name>" or "link"
 MAX_CHARS = 4000  # a spec's shape fields are ~300 characters of JSON
+MAX_TEXT = 200  # characters of each text field (name, display_name, ...) a link keeps
 _METADATA = ("source", "retrieved", "published_params", "published_active_params", "notes")
 _ORIGIN = "the link's 'spec' parameter"
 
@@ -34,6 +35,8 @@ def encode(spec: calc.ModelSpec) -> str:
     for k, v in fields.items():
         if k in _METADATA or (k != "name" and v == _json(defaults.get(k))):
             continue
+        if isinstance(v, str):
+            v = v[:MAX_TEXT]  # a link is not the place for a 1 MB display_name
         out["head_dim" if k == "head_dim_" else k] = v
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
 

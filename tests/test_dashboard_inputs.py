@@ -196,3 +196,12 @@ def test_the_spec_table_reads_like_the_config():
     at = open_page("model", model="llama-2-70b")
     spec = table(at, 0).set_index("field")["value"]
     assert spec["hidden_size"] == "8,192" and spec["tie_word_embeddings"] == "no"
+
+
+def test_a_long_name_is_cut_in_the_link_so_the_link_still_works():
+    spec = calc.from_hf_config(LLAMA, name="x" * 5000)
+    link = encode(spec)
+    assert len(link) < 1000 and '"name":"' + "x" * 200 + '"' in link
+    at = open_page("kv_cache", models="custom", spec=link)
+    assert_clean(at)
+    assert not at.warning  # rebuilt, nothing to say

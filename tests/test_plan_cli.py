@@ -203,3 +203,12 @@ def test_custom_gpu_from_toml(capsys, tmp_path):
     assert data["memory"]["gpu"] == "my-gpu"
     assert data["memory"]["total_memory_bytes"] == 96 * 2**30
     assert data["roofline"]["peak_flops_per_s"] == 1000e12
+
+
+def test_a_directory_for_gpu_is_called_a_directory(capsys, tmp_path):
+    rc, out, err = run(capsys, "plan", "llama-2-7b", "--gpu", str(tmp_path))
+    assert rc == 2 and out == ""
+    assert (
+        err
+        == f"kvcalc: error: '--gpu' {str(tmp_path)!r} is a directory: pass a hardware preset or a .toml file\n"
+    )

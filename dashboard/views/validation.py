@@ -22,7 +22,7 @@ if not files:
     st.info(f"No committed validation report in {vd.reports_dir()}; run one live below.")
 with ui.guarded():
     if files:
-        tabs = st.tabs([f.stem.removeprefix("validation-").upper() for f in files])
+        tabs = st.tabs([plain.md(f.stem.removeprefix("validation-").upper()) for f in files])
         for tab, path in zip(tabs, files, strict=True):
             with tab:
                 rep = vd.load_report(path)
