@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dashboard import capacity_charts, charts, data, state  # noqa: E402
+from dashboard import capacity_charts, charts, data, state, validation_charts  # noqa: E402
 
 # --- builders ---------------------------------------------------------------------------------
 
@@ -110,7 +110,7 @@ BUILDERS = {
 }
 LAYERED = {
     "predicted_vs_measured": (
-        charts.predicted_vs_measured_chart,
+        validation_charts.predicted_vs_measured_chart,
         pd.DataFrame(
             {
                 "model": ["m", "m"],

@@ -6,7 +6,7 @@ predicted-vs-measured chart, and a button that runs the CPU validation live for 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, plain, state, tables, ui
+from dashboard import data, plain, state, tables, ui, validation_charts
 from dashboard import validation_data as vd
 
 st.title("Validation")
@@ -41,7 +41,7 @@ with ui.guarded():
                 df = vd.checks_frame(rep.models)
                 name = path.stem.replace("-", "_")
                 ui.show_chart(
-                    charts.predicted_vs_measured_chart(vd.chartable(df)),
+                    validation_charts.predicted_vs_measured_chart(vd.chartable(df)),
                     vd.chartable(df),
                     name,
                     "Relative checks only (sizes); grey diagonal: measured = predicted.",
@@ -85,7 +85,7 @@ if live is not None:
         )
         df = vd.checks_frame([live])
         ui.show_chart(
-            charts.predicted_vs_measured_chart(vd.chartable(df)),
+            validation_charts.predicted_vs_measured_chart(vd.chartable(df)),
             vd.chartable(df),
             "live_validation",
         )
