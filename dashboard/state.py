@@ -42,7 +42,9 @@ def note(message: str) -> None:
 
 
 def _shown(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,g}"
 
 
 def _replaced(key: str, raw: str, why: str, value: Any) -> None:
