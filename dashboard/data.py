@@ -220,6 +220,25 @@ def attention_frame(
     return df
 
 
+SHARE_SERIES = {"prefill (causal)": "attention_share_prefill", "decode": "attention_share_decode"}
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
+def attention_long_frames(
+    spec: calc.ModelSpec, seq_lens: tuple[int, ...], batch: int, dtype: str
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """FLOPs, one layer's memory (bytes and GiB) and attention's share, one row per
+    (seq_len, series), each marked beyond_context past the model's own context."""
+    df = attention_frame(spec, seq_lens, batch, dtype)
+    flops = long_form(df, ATTN_SERIES, "flops")
+    mem = long_form(df, MEMORY_SERIES, "bytes")
+    mem["GiB"] = mem["bytes"] / GIB
+    share = long_form(df, SHARE_SERIES, "share")
+    for frame in (flops, mem, share):
+        frame["beyond_context"] = frame["seq_len"] > spec.max_position_embeddings
+    return flops, mem, share
+
+
 def long_form(df: pd.DataFrame, series: dict[str, str], value: str) -> pd.DataFrame:
     """Wide columns -> one row per (seq_len, series) for a multi-line chart."""
     out = df[["seq_len", *series.values()]].melt(

@@ -38,11 +38,11 @@ with ui.guarded():
             "beyond it fade (the model was not built for them)."
         )
 
+    flops, mem, share = data.attention_long_frames(spec, grid, batch, dtype)
+
     st.subheader("FLOPs vs context")
-    flops = data.long_form(df, data.ATTN_SERIES, "flops")
-    flops["beyond_context"] = flops["seq_len"] > limit
     ui.show_chart(
-        charts.flops_chart(flops, context=limit),
+        ui.chart(charts.flops_chart, flops, context=limit),
         flops,
         "attention_flops",
         "Prefill attention grows as n², decode attention as n; the rest of the forward grows "
@@ -52,11 +52,8 @@ with ui.guarded():
     left, right = st.columns(2)
     with left:
         st.subheader("Score-matrix memory, one layer")
-        mem = data.long_form(df, data.MEMORY_SERIES, "bytes")
-        mem["GiB"] = mem["bytes"] / data.GIB
-        mem["beyond_context"] = mem["seq_len"] > limit
         ui.show_chart(
-            charts.memory_chart(mem, context=limit),
+            ui.chart(charts.memory_chart, mem, context=limit),
             mem,
             "attention_memory",
             "Materialized: batch × H × n × n scores (O(n²)). Fused (FlashAttention-style): "
@@ -64,13 +61,7 @@ with ui.guarded():
         )
     with right:
         st.subheader("Attention's share of the forward")
-        share = data.long_form(
-            df,
-            {"prefill (causal)": "attention_share_prefill", "decode": "attention_share_decode"},
-            "share",
-        )
-        share["beyond_context"] = share["seq_len"] > limit
-        ui.show_chart(charts.share_chart(share, context=limit), share, "attention_share")
+        ui.show_chart(ui.chart(charts.share_chart, share, context=limit), share, "attention_share")
 
     within = df[df["seq_len"] <= min(max_ctx, limit)]  # the longest length the model runs
     row = (within if len(within) else df).iloc[-1]

@@ -164,7 +164,7 @@ if hw is not None:
         st.subheader("Memory per GPU", anchor=False)
         mem = cd.breakdown_frame(p)
         ui.show_chart(
-            capacity_charts.memory_breakdown_chart(mem),
+            ui.chart(capacity_charts.memory_breakdown_chart, mem),
             mem,
             "memory_breakdown",
             f"{hw.label}: {units.fmt_bytes(m.total_memory_bytes)} in total "
@@ -181,7 +181,7 @@ if hw is not None:
             conc = cd.concurrency_frame(spec, hw, tuple(data.context_grid(top, 512)), **opts)
             none = conc[conc["max_concurrent_seqs"] == 0]["seq_len"]
             ui.show_chart(
-                capacity_charts.concurrency_chart(conc, context=limit),
+                ui.chart(capacity_charts.concurrency_chart, conc, context=limit),
                 conc,
                 "max_concurrent_seqs",
                 "Dashed line: the model's own context."
@@ -195,13 +195,13 @@ if hw is not None:
             st.subheader("Batch × context: fit or no fit", anchor=False)
             ctxs = tuple(2**i for i in range(10, 18))  # 1K .. 128K tokens
             grid = cd.fit_grid_frame(spec, hw, ctxs, cd.BATCHES, **opts)
-            ui.show_chart(capacity_charts.fit_heatmap(grid), grid, "fit_heatmap")
+            ui.show_chart(ui.chart(capacity_charts.fit_heatmap, grid), grid, "fit_heatmap")
 
         st.subheader("Roofline: decode throughput vs batch", anchor=False)
         tput = cd.throughput_frame(spec, hw, seq_len, cd.BATCHES, **opts)
         left, right = st.columns([3, 2])
         with left:
-            ui.show_chart(capacity_charts.throughput_chart(tput), tput, "throughput")
+            ui.show_chart(ui.chart(capacity_charts.throughput_chart, tput), tput, "throughput")
         with right:
             if p.fits:
                 ui.table(

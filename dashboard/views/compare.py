@@ -63,7 +63,7 @@ with ui.guarded():
             st.info(f"None of these models' weights fit on {n_gpus} × {hw.label}: add GPUs.")
         else:
             ui.show_chart(
-                charts.context_dots(drawn),
+                ui.chart(charts.context_dots, drawn),
                 mc,
                 "max_context",
                 "Dot: the longest context memory allows; black tick: the model's own context "

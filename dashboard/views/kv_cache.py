@@ -58,7 +58,7 @@ with ui.guarded():
                 )
                 + ", so its curve flattens (fully, if every layer slides) past the window."
             )
-        ui.show_chart(charts.kv_context_chart(df), df, "kv_vs_context", " ".join(notes))
+        ui.show_chart(ui.chart(charts.kv_context_chart, df), df, "kv_vs_context", " ".join(notes))
 
 st.header("MHA vs GQA vs MQA")
 st.caption(
@@ -77,7 +77,7 @@ with ui.guarded():
     vdf = data.variants_frame(spec, ctx, batch, dtype)
     left, right = st.columns([2, 3])
     with left:
-        ui.show_chart(charts.variants_chart(vdf), vdf, "attention_variants")
+        ui.show_chart(ui.chart(charts.variants_chart, vdf), vdf, "attention_variants")
     with right:
         ui.table(tables.variants(vdf), right=("KV heads G", "G / H", "saving vs MHA"))
         past = (

@@ -180,7 +180,7 @@ if spec is not None:
         with right:
             st.markdown("**Parameter breakdown** (sum = total)")
             df = data.param_frame(spec)
-            ui.show_chart(charts.params_chart(df), df, "param_breakdown")
+            ui.show_chart(ui.chart(charts.params_chart, df), df, "param_breakdown")
 
         if not user_text:
             with ui.guarded():
