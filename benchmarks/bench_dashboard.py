@@ -1,4 +1,4 @@
-"""Dashboard page rerun times under streamlit.testing's AppTest (target: <= 250 ms per rerun).
+"""Dashboard page rerun times under streamlit.testing's AppTest (target: <= 300 ms per rerun).
 
 For each page: the first run after switching to it (cold: its calc calls miss the cache), then
 the median and worst of N reruns (what a user waits for after moving a widget that hits the

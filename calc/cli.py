@@ -20,7 +20,7 @@ subparsers whose `func(args) -> int` is run by `run_guarded`. They are imported 
 command line asks for something that is not built in, so `kvcalc kv ...` stays fast; they must
 not import torch at import time. Helpers for them: `add_command`, `add_model_arg`,
 `add_size_args`, `int_at_least`, `dtype_arg`, `emit_json`, `print_table`, `print_pairs`, `wrap`,
-`run_guarded`.
+`note`, `context_note`, `run_guarded`.
 """
 
 from __future__ import annotations
@@ -149,8 +149,12 @@ def _silence_stdout() -> None:
 # --- argument types ---------------------------------------------------------------------------
 
 
-def int_at_least(lo: int) -> Callable[[str], int]:
-    """An argparse type: an integer >= lo, with an error naming the bound and the value."""
+def int_at_least(lo: int, field: str | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= lo and, when `field` has one, <= its bound in
+    calc.limits (the API's and the dashboard's bound too), with an error naming both."""
+    from calc.limits import fmt_int, limit
+
+    hi = limit(field) if field else None
 
     def parse(text: str) -> int:
         try:
@@ -158,7 +162,11 @@ def int_at_least(lo: int) -> Callable[[str], int]:
         except ValueError:
             value = None
         if value is None or value < lo:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}: got {text!r}")
+            bound = f"from {lo} to {hi:,}" if hi else f">= {lo}"
+            shown = text if len(text) <= 40 else f"{text[:37]}..."
+            raise argparse.ArgumentTypeError(f"must be an integer {bound}: got {shown!r}")
+        if hi is not None and value > hi:
+            raise argparse.ArgumentTypeError(f"must be <= {hi:,}: got {fmt_int(value)}")
         return value
 
     return parse
@@ -203,13 +211,17 @@ def add_size_args(p, seq_required: bool = True) -> None:
     """--seq, --batch and --dtype, as `kv`, `attention` and `compare` take them."""
     p.add_argument(
         "--seq",
-        type=int_at_least(0),
+        type=int_at_least(0, "seq_len"),
         required=seq_required,
         metavar="N",
         help="tokens per sequence" + ("" if seq_required else " (default: the model's context)"),
     )
     p.add_argument(
-        "--batch", type=int_at_least(1), default=1, metavar="B", help="sequences (default 1)"
+        "--batch",
+        type=int_at_least(1, "batch"),
+        default=1,
+        metavar="B",
+        help="sequences (default 1)",
     )
     p.add_argument(
         "--dtype",
@@ -240,6 +252,20 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
         for name in EXTENSIONS:
             importlib.import_module(name).add_commands(sub)
     return parser
+
+
+def note(message: str) -> None:
+    """`kvcalc: note: <message>` on stderr: a choice made for the user, said once."""
+    print(f"{PROG}: note: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def context_note(spec, seq_len: int | None) -> None:
+    """A note when `seq_len` runs past the model's own context (max_position_embeddings)."""
+    if seq_len is not None and seq_len > spec.max_position_embeddings:
+        note(
+            f"{seq_len:,} tokens is beyond {spec.label}'s context of "
+            f"{spec.max_position_embeddings:,} tokens; the figures assume it could run that long"
+        )
 
 
 def _first_command(argv: Sequence[str]) -> str | None:

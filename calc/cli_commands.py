@@ -11,6 +11,7 @@ from calc.cli import (
     add_command,
     add_model_arg,
     add_size_args,
+    context_note,
     emit_json,
     int_at_least,
     print_pairs,
@@ -41,6 +42,7 @@ def cmd_kv(args) -> int:
         block_size=args.block_size,
         window_tokens=args.window_tokens,
     )
+    context_note(spec, args.seq)
     if args.json:
         emit_json(rep)
         return 0
@@ -96,6 +98,7 @@ def cmd_attention(args) -> int:
 
     spec = _spec(args)
     r = attention_cost(spec, args.seq, args.batch, args.dtype)
+    context_note(spec, args.seq)
     if args.json:
         emit_json(r)
         return 0
@@ -147,6 +150,7 @@ def cmd_compare(args) -> int:
 
     spec = _spec(args)
     c = compare_attention(spec, args.seq, args.batch, args.dtype)
+    context_note(spec, args.seq)
     if args.json:
         emit_json(c)
         return 0
@@ -177,6 +181,7 @@ def cmd_compare(args) -> int:
 
 def cmd_errata(args) -> int:
     from calc.errata import check_errata
+    from calc.units import plural
 
     rep = check_errata()
     if args.json:
@@ -188,10 +193,13 @@ def cmd_errata(args) -> int:
         if e.verdict == "wrong":
             print(f'\n[{i}] {e.source}: "{e.claim}"')
             print(wrap(e.explanation, indent=4))
-    print(
-        f"\n{rep.n_wrong} of {len(rep.rows)} claims are wrong; values recomputed from the "
-        "presets (`kvcalc show MODEL` for sources)."
+    summary = (
+        f"{rep.n_wrong} of {plural(len(rep.rows), 'claim')} from the lecture notes kvcalc grew "
+        f"from {'is' if rep.n_wrong == 1 else 'are'} wrong; values recomputed from the presets "
+        "(`kvcalc show MODEL` for sources). The claims, quoted with their section and line: "
+        "calc/data/errata_claims.toml."
     )
+    print("\n" + wrap(summary, indent=0))
     return 0
 
 
@@ -207,7 +215,7 @@ def add_commands(sub) -> None:
     add_size_args(p)
     p.add_argument(
         "--block-size",
-        type=int_at_least(1),
+        type=int_at_least(1, "block_size"),
         metavar="K",
         help="paged cache: round each sequence's tokens up to whole blocks of K",
     )

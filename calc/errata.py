@@ -1,6 +1,7 @@
 """The seed lecture notes' numbers, recomputed from the presets: which hold and which are wrong.
 
-Each claim is stored as the notes write it (text, file, section, line, the claimed numbers);
+The claims live in calc/data/errata_claims.toml, quoted exactly as the notes print them with the
+file, section and line they come from (the notes themselves are not part of this repository);
 kvcalc's value is computed when `check_errata()` runs, from the preset, through the same API the
 CLI uses. The verdict compares the two: head counts exactly; a size written as "≈ 5.2 GB" to the
 precision it is written in (5.2 means [5.15, 5.25]), in decimal GB *or* binary GiB, so a claim is
@@ -12,19 +13,19 @@ not marked wrong for picking either unit.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from calc.results import Result
 
-SEED_000 = "seeds/000_db246fcb19f289a2.txt"
-SEED_003 = "seeds/003_b166e5e36db5b3b6.txt"
 GB, GIB = 10**9, 2**30  # SI and IEC byte units
+CLAIMS_FILE = "data/errata_claims.toml"  # inside the calc package
 
 
 class Erratum(Result):
     subject: str  # what the claim is about: "PaLM 540B heads"
-    claim: str  # as the notes write it
-    source: str  # seed file, section and line
+    claim: str  # the notes' words, quoted exactly (whitespace runs collapsed)
+    source: str  # notes file, section and line
     model: str  # the preset it is checked against
     claimed: str  # the claimed value, short
     kvcalc: str  # kvcalc's value, short, with units
@@ -39,19 +40,29 @@ class ErrataReport(Result):
     n_wrong: int
 
 
-# --- the claims, as written -------------------------------------------------------------------
+# --- the claims, as written (calc/data/errata_claims.toml) -------------------------------------
 
-# §11.6 table "GQA usage in modern LLMs" (lines 489-496): model, preset, Q heads, KV heads, type.
-HEAD_TABLE: tuple[tuple[str, str, int, int, str, int], ...] = (
-    ("GPT-3 175B", "gpt-3-175b", 96, 96, "MHA", 489),
-    ("PaLM 540B", "palm-540b", 16, 1, "MQA", 490),
-    ("LLaMA 1 65B", "llama-1-65b", 64, 64, "MHA", 491),
-    ("LLaMA 2 70B", "llama-2-70b", 64, 8, "GQA (8 groups)", 492),
-    ("Mistral 7B", "mistral-7b-v0.1", 32, 8, "GQA (4 groups)", 493),
-    ("Gemma 7B", "gemma-7b", 16, 16, "MHA", 494),
-    ("Falcon 40B", "falcon-40b", 64, 1, "MQA", 495),
-    ("Qwen2 72B", "qwen2-72b", 64, 8, "GQA", 496),
-)
+
+@functools.cache
+def claims() -> dict:
+    """The data file: notes, definitions, and the heads / savings / kv claims."""
+    from importlib import resources
+
+    from calc.datafiles import parse_toml
+
+    text = (resources.files("calc") / CLAIMS_FILE).read_text(encoding="utf-8")
+    return parse_toml(text, origin=f"calc/{CLAIMS_FILE}")
+
+
+def _quote(c: dict) -> str:
+    return " ".join(c["quote"].split())
+
+
+def _source(c: dict) -> str:
+    """'000_db246fcb19f289a2.txt §11.6 table, line 490': the notes file, section and line."""
+    where = f"lines {c['lines']}" if "lines" in c else f"line {c['line']}"
+    return f"{claims()['notes'][c['notes']]['file']} {c['ref']}, {where}"
+
 
 # Why a wrong row is wrong, beyond the numbers (facts about the sources, cited).
 HEAD_REMARKS: dict[str, str] = {
@@ -62,35 +73,6 @@ HEAD_REMARKS: dict[str, str] = {
     "(new_decoder_architecture: grouped K/V); one KV head (multi-query) is Falcon 7B's layout "
     "(71 query heads, multi_query true in its config.json).",
 }
-
-# §11.4 comparison table (lines 382-384): example model, preset, H, G, "KV cache saving".
-SAVINGS_TABLE: tuple[tuple[str, str, int, int, float], ...] = (
-    ("GPT-3", "gpt-3-175b", 96, 96, 0.0),
-    ("LLaMA 2", "llama-2-70b", 64, 8, 87.5),
-    ("PaLM", "palm-540b", 16, 1, 93.75),
-)
-
-# KV-cache sizes: subject, claim text, source, preset, seq_len, dtype, claimed GB as written.
-KV_CLAIMS: tuple[tuple[str, str, str, str, int, str, str], ...] = (
-    (
-        "LLaMA 1 65B KV cache",
-        "2 × 80 × 64 × 2048 × 128 × 2 bytes ≈ 5.2 GB per sequence!",
-        f"{SEED_000} §11.1, line 324",
-        "llama-1-65b",
-        2048,
-        "fp16",
-        "5.2",
-    ),
-    (
-        "Llama 3 70B KV cache",
-        "LLaMA-3 70B, seq_len=8192, BF16 기준 ≈ 약 64GB",
-        f"{SEED_003} §KV-Cache Mechanics, line 147",
-        "llama-3-70b",
-        8192,
-        "bf16",
-        "64",
-    ),
-)
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -104,12 +86,13 @@ def _heads(spec) -> str:
     )
 
 
-def _head_rows(label: str, name: str, h: int, g: int, kind: str, line: int) -> list[Erratum]:
+def _head_rows(c: dict) -> list[Erratum]:
     from calc.presets import load_preset
 
+    label, name, h, g, kind = c["label"], c["model"], c["query_heads"], c["kv_heads"], c["kind"]
     spec = load_preset(name)
     H, G = spec.num_attention_heads, spec.n_kv_heads
-    source = f"{SEED_000} §11.6 table, line {line}"
+    source = _source(c)
     ok = (H, G, spec.attention_kind) == (h, g, kind.split()[0])
     where = spec.source[0] if spec.source else "the preset"
     explanation = (
@@ -121,7 +104,7 @@ def _head_rows(label: str, name: str, h: int, g: int, kind: str, line: int) -> l
     rows = [
         Erratum(
             subject=f"{label} heads",
-            claim=f"{label}: Q heads {h}, KV heads {g}, {kind}",
+            claim=_quote(c),
             source=source,
             model=name,
             claimed=f"{h} / {g} {kind.split()[0]}",
@@ -132,12 +115,13 @@ def _head_rows(label: str, name: str, h: int, g: int, kind: str, line: int) -> l
             explanation=explanation,
         )
     ]
-    if "groups" in kind:  # "GQA (8 groups)": §11.3/11.4 define G = number of KV groups
+    if "groups" in kind:  # "GQA (8 groups)": §11.4 defines G = number of KV groups
         n = int(kind.split("(")[1].split()[0])
+        definition = claims()["definitions"]["groups"]
         rows.append(
             Erratum(
                 subject=f"{label} KV groups",
-                claim=f"{label}: {kind}",
+                claim=_quote(c),
                 source=source,
                 model=name,
                 claimed=f"{n} groups",
@@ -148,8 +132,9 @@ def _head_rows(label: str, name: str, h: int, g: int, kind: str, line: int) -> l
                 explanation=(
                     f"{G} KV heads are {G} groups of {spec.kv_groups} query heads each."
                     if n == G
-                    else f"The notes define G as the number of KV groups (§11.3, §11.4: "
-                    f"'G = KV 그룹 수'), which for {spec.label} is {G} ({G} KV heads); "
+                    else f"The notes define G as the number of KV groups ({definition['ref']}, "
+                    f"line {definition['line']}: '{_quote(definition)}', i.e. "
+                    f"{definition['meaning']}), which for {spec.label} is {G} ({G} KV heads); "
                     f"{n} is the number of query heads per group ({H} / {G})."
                 ),
             )
@@ -157,11 +142,12 @@ def _head_rows(label: str, name: str, h: int, g: int, kind: str, line: int) -> l
     return rows
 
 
-def _savings_row(label: str, name: str, h: int, g: int, claimed_pct: float) -> Erratum:
+def _savings_row(c: dict) -> Erratum:
     from calc.presets import load_preset
     from calc.reports import compare_attention
     from calc.units import percent
 
+    label, name, h, g, claimed_pct = c["label"], c["model"], c["H"], c["G"], c["saving_pct"]
     spec = load_preset(name)
     own = next(r for r in compare_attention(spec).rows if r.variant == "GQA")  # its own G
     pct = 100 * own.savings
@@ -169,8 +155,8 @@ def _savings_row(label: str, name: str, h: int, g: int, claimed_pct: float) -> E
     H, G = spec.num_attention_heads, own.kv_heads
     return Erratum(
         subject=f"{label} KV-cache saving",
-        claim=f"{label}: H={h}, G={g}, KV cache saving {claimed_pct:g}%",
-        source=f"{SEED_000} §11.4 table, lines 383-384",
+        claim=_quote(c),
+        source=_source(c),
         model=name,
         claimed=f"H={h}, G={g}: {claimed_pct:g}%",
         kvcalc=f"H={H}, G={G}: {percent(own.savings)}",
@@ -189,12 +175,13 @@ def claim_matches(value_bytes: int, claimed: str) -> bool:
     return any(abs(value_bytes / unit - float(claimed)) <= half_ulp for unit in (GB, GIB))
 
 
-def _kv_row(subject, claim, source, name, seq_len, dtype, claimed) -> Erratum:
+def _kv_row(c: dict) -> Erratum:
     from calc.dtypes import dtype_bits
     from calc.kvcache import kv_cache_bytes
     from calc.presets import load_preset
     from calc.units import fmt_bytes, group, iec_bytes, si_bytes
 
+    name, seq_len, dtype, claimed = c["model"], c["seq_len"], c["dtype"], c["claimed_gb"]
     spec = load_preset(name)
     b = kv_cache_bytes(spec, seq_len, 1, dtype)
     H, G, L, d = spec.num_attention_heads, spec.n_kv_heads, spec.num_hidden_layers, spec.head_dim
@@ -219,9 +206,9 @@ def _kv_row(subject, claim, source, name, seq_len, dtype, claimed) -> Erratum:
             f"{claimed} GB holds about {float(claimed) * GB / b:.0f} such sequences."
         )
     return Erratum(
-        subject=subject,
-        claim=claim,
-        source=source,
+        subject=c["label"],
+        claim=_quote(c),
+        source=_source(c),
         model=name,
         claimed=f"≈ {claimed} GB",
         kvcalc=f"{si_bytes(b)} = {iec_bytes(b)}",
@@ -233,10 +220,11 @@ def _kv_row(subject, claim, source, name, seq_len, dtype, claimed) -> Erratum:
 
 
 def check_errata() -> ErrataReport:
-    """Every claim above, checked against the presets as they are now."""
+    """Every claim in calc/data/errata_claims.toml, checked against the presets as they are."""
+    data = claims()
     rows: list[Erratum] = []
-    for row in HEAD_TABLE:
-        rows.extend(_head_rows(*row))
-    rows.extend(_savings_row(*row) for row in SAVINGS_TABLE)
-    rows.extend(_kv_row(*row) for row in KV_CLAIMS)
+    for c in data["heads"]:
+        rows.extend(_head_rows(c))
+    rows.extend(_savings_row(c) for c in data["savings"])
+    rows.extend(_kv_row(c) for c in data["kv"])
     return ErrataReport(rows=rows, n_wrong=sum(e.verdict == "wrong" for e in rows))

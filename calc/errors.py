@@ -9,6 +9,8 @@ import operator
 
 from pydantic import ValidationError
 
+from calc.limits import check_limit, fmt_int
+
 
 def format_error(exc: BaseException) -> str:
     """A single line naming what is wrong; never a traceback."""
@@ -17,9 +19,12 @@ def format_error(exc: BaseException) -> str:
         for err in exc.errors(include_url=False):
             loc = ".".join(str(p) for p in err.get("loc", ()))
             msg = str(err.get("msg", "")).removeprefix("Value error, ")
-            if loc:
+            if loc and msg.startswith(f"'{loc}' "):  # the message names the field and value
+                parts.append(msg)
+            elif loc:
                 parts.append(
-                    f"'{loc}' {msg[0].lower() + msg[1:] if msg else msg}: got {err.get('input')!r}"
+                    f"'{loc}' {msg[0].lower() + msg[1:] if msg else msg}: "
+                    f"got {show_value(err.get('input'))}"
                 )
             else:
                 parts.append(msg)
@@ -28,11 +33,25 @@ def format_error(exc: BaseException) -> str:
     return " ".join(text.split())  # one line
 
 
+def show_value(value: object, width: int = 80) -> str:
+    """`repr(value)` for an error message, at most `width` characters (a hostile file's 1 MB
+    string or 5,000-digit number is cut, not printed).
+
+    >>> show_value("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx… (102 characters)"
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**21:
+        return fmt_int(value)
+    text = repr(value)
+    return text if len(text) <= width else f"{text[: width - 2]}… ({len(text):,} characters)"
+
+
 def check_count(name: str, value: int, allow_zero: bool = False) -> int:
     """`value` as a Python int, or a ValueError naming the field, the bound and the value.
 
     numpy integers are accepted and converted (so later products cannot overflow int64);
     bools, floats and strings are refused, even where Python would coerce them (True == 1).
+    Names with an upper bound in calc.limits (seq_len, batch, gpus, ...) are held to it.
 
     >>> check_count("batch", 0)
     Traceback (most recent call last):
@@ -48,7 +67,7 @@ def check_count(name: str, value: int, allow_zero: bool = False) -> int:
     if n is None or (n < 0 if allow_zero else n <= 0):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"'{name}' must be an integer {bound}: got {value!r}")
-    return n
+    return check_limit(name, n)  # the upper bounds of calc.limits, where `name` has one
 
 
 def check_fraction(name: str, value: float) -> float:

@@ -1,25 +1,30 @@
-"""`kvcalc plan`, `kvcalc fit` and `kvcalc hardware`: the capacity planner on the command line.
+"""`kvcalc plan`: the capacity planner on the command line (`fit` and `hardware` are in
+calc.fit_cli, which shares the memory arguments defined here).
 
     kvcalc plan llama-3-70b --gpu h100-sxm --gpus 2 --seq 8192       # memory + latency
     kvcalc plan mixtral-8x7b --gpu rtx-4090 --weights int4 --kv fp8 --json
-    kvcalc fit llama-3-70b --seq 8192 --batch 16                     # fewest GPUs, every kind
-    kvcalc hardware                                                  # the GPU presets
+    kvcalc plan llama-2-70b --gpu h100-sxm --gpus 3                  # tp=1, pp=3, with a note
 
-Registered through calc.cli.EXTENSIONS; errors are one line and exit 2 (calc.cli.run_guarded).
+Without --tp, tp is the largest degree that works on --gpus GPUs (calc.tp): all of them where
+the head counts allow, else fewer with pipeline stages, and a note on stderr says why. An --tp
+that cannot work is an error that lists the ones that can. Integer arguments are bounded by
+calc.limits. Registered through calc.cli.EXTENSIONS; errors are one line and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
 from calc.cli import (
     add_command,
     add_model_arg,
+    context_note,
     dtype_arg,
     emit_json,
     int_at_least,
-    print_pairs,
-    print_table,
+    note,
 )
 
 GIB = 2**30
@@ -27,15 +32,19 @@ GIB = 2**30
 
 def _float(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number: got {text!r}") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number: got {text!r}")
+    return value
 
 
-def _memory_args(p, seq_required: bool) -> None:
+def memory_args(p, seq_required: bool) -> None:
+    """--seq, --batch, dtypes and the vLLM memory knobs, as `plan` and `fit` take them."""
     p.add_argument(
         "--seq",
-        type=int_at_least(2),
+        type=int_at_least(2, "seq_len"),
         required=seq_required,
         metavar="N",
         help="tokens per sequence, prompt + output"
@@ -43,7 +52,7 @@ def _memory_args(p, seq_required: bool) -> None:
     )
     p.add_argument(
         "--batch",
-        type=int_at_least(1),
+        type=int_at_least(1, "batch"),
         default=1,
         metavar="B",
         help="concurrent sequences (default 1)",
@@ -60,7 +69,7 @@ def _memory_args(p, seq_required: bool) -> None:
     )
     p.add_argument(
         "--group-size",
-        type=int_at_least(1),
+        type=int_at_least(1, "group_size"),
         default=128,
         metavar="G",
         help="int4 quantization group (default 128)",
@@ -81,25 +90,25 @@ def _memory_args(p, seq_required: bool) -> None:
     )
     p.add_argument(
         "--max-batched-tokens",
-        type=int_at_least(1),
+        type=int_at_least(1, "max_num_batched_tokens"),
         default=8192,
         metavar="T",
         help="prefill chunk the activation peak is sized for (default 8192)",
     )
     p.add_argument(
         "--block-size",
-        type=int_at_least(1),
+        type=int_at_least(1, "block_size"),
         default=16,
         metavar="N",
         help="KV block size in tokens (default 16)",
     )
 
 
-def _memory_kwargs(args) -> dict:
+def memory_kwargs(args) -> dict:
     reserve = None if args.reserve_gib is None else args.reserve_gib * GIB
     if reserve is not None:
-        if not reserve >= 0:
-            raise ValueError(f"'--reserve-gib' must be >= 0: got {args.reserve_gib}")
+        if not 0 <= reserve <= 2**50:
+            raise ValueError(f"'--reserve-gib' must be from 0 to 1,048,576: got {args.reserve_gib}")
         reserve = int(reserve)
     return dict(
         seq_len=args.seq,
@@ -112,6 +121,17 @@ def _memory_kwargs(args) -> dict:
         max_num_batched_tokens=args.max_batched_tokens,
         block_size=args.block_size,
     )
+
+
+def gpu_arg(text: str):
+    """A hardware preset, ignoring case, or a .toml path (calc.hardware.resolve_hardware)."""
+    from calc.hardware import list_hardware, resolve_hardware
+
+    folded = {n.casefold(): n for n in list_hardware()}
+    name = folded.get(text.strip().casefold(), text)
+    if name == text and Path(text).is_dir():
+        raise ValueError(f"'--gpu' {text!r} is a directory: pass a hardware preset or a .toml file")
+    return resolve_hardware(name)
 
 
 def add_commands(subparsers) -> None:
@@ -128,18 +148,21 @@ def add_commands(subparsers) -> None:
         metavar="GPU",
         help="hardware preset (see `kvcalc hardware`) or a .toml in that schema",
     )
-    p.add_argument("--gpus", type=int_at_least(1), default=1, metavar="N", help="GPUs (default 1)")
+    p.add_argument(
+        "--gpus", type=int_at_least(1, "gpus"), default=1, metavar="N", help="GPUs (default 1)"
+    )
     p.add_argument(
         "--tp",
-        type=int_at_least(1),
+        type=int_at_least(1, "tp"),
         default=None,
         metavar="N",
-        help="tensor-parallel degree (default: --gpus; pp = gpus / tp)",
+        help="tensor-parallel degree, pp = gpus / tp (default: the largest that works, "
+        "--gpus where the head counts allow)",
     )
-    _memory_args(p, seq_required=False)
+    memory_args(p, seq_required=False)
     p.add_argument(
         "--output",
-        type=int_at_least(1),
+        type=int_at_least(1, "output_tokens"),
         default=None,
         metavar="N",
         help="output tokens of the --seq (default min(256, seq / 2))",
@@ -162,38 +185,30 @@ def add_commands(subparsers) -> None:
 
     add_engine_args(p)  # --engine: the engine-exact plan (calc.serving)
 
-    p = add_command(
-        subparsers,
-        "fit",
-        cmd_fit,
-        "the fewest GPUs of each kind that hold --batch sequences of --seq tokens",
-    )
-    add_model_arg(p)
-    _memory_args(p, seq_required=True)
-    p.add_argument(
-        "--gpu",
-        action="append",
-        default=None,
-        metavar="GPU",
-        help="a hardware preset (repeat for several; default: every preset)",
-    )
-    p.add_argument(
-        "--max-gpus",
-        type=int_at_least(1),
-        default=64,
-        metavar="N",
-        help="largest deployment to consider (default 64)",
-    )
+    from calc.fit_cli import add_commands as add_fit_commands
 
-    add_command(
-        subparsers,
-        "hardware",
-        cmd_hardware,
-        "GPU presets: memory, bandwidth, dense peak TFLOP/s, interconnect",
-    )
+    add_fit_commands(subparsers)
 
 
 # --- plan -------------------------------------------------------------------------------------
+
+
+def _tp(spec, gpus: int, tp: int | None) -> int:
+    """--tp as given (an error listing what works if it cannot), else the largest that works."""
+    from calc.tp import pick_tp, tp_problem, valid_tps
+
+    if tp is None:
+        tp, why = pick_tp(spec, gpus)
+        if why:
+            note(f"--tp not given; {why}")
+        return tp
+    problem = tp_problem(spec, gpus, tp)
+    if problem:
+        works = ", ".join(map(str, valid_tps(spec, gpus))) or "none"
+        raise ValueError(
+            f"{problem} (tp values that work for {spec.label} on {gpus} GPUs: {works})"
+        )
+    return tp
 
 
 def cmd_plan(args) -> int:
@@ -201,199 +216,25 @@ def cmd_plan(args) -> int:
         from calc.serving.cli import cmd_engine_plan
 
         return cmd_engine_plan(args)
-    from calc.hardware import resolve_hardware
     from calc.plan import plan
     from calc.presets import resolve_model
 
-    spec, hw = resolve_model(args.model), resolve_hardware(args.gpu)
+    spec, hw = resolve_model(args.model), gpu_arg(args.gpu)
     p = plan(
         spec,
         hw,
         gpus=args.gpus,
-        tp=args.tp,
+        tp=_tp(spec, args.gpus, args.tp),
         output_tokens=args.output,
         mfu=args.mfu,
         bandwidth_efficiency=args.bw_eff,
-        **_memory_kwargs(args),
+        **memory_kwargs(args),
     )
+    context_note(spec, args.seq)
     if args.json:
         emit_json(p)
         return 0
-    _print_plan(p, spec, hw)
+    from calc.plan_text import print_plan
+
+    print_plan(p, spec, hw)
     return 0
-
-
-def _print_plan(p, spec, hw) -> None:
-    from calc.units import fmt_bytes, group
-
-    m, r = p.memory, p.roofline
-    print(
-        f"{spec.label} on {m.gpus} x {hw.label} (tp={m.tp}, pp={m.pp}), "
-        f"weights {m.weight_dtype}, KV cache {m.kv_dtype}"
-    )
-    print("memory per GPU (GB = 10^9 B, GiB = 2^30 B)")
-    total_src = (
-        "nvidia-smi total" if hw.driver_total_mib else f"nominal {hw.memory_published or ''}"
-    )
-    print_pairs(
-        [
-            (f"total ({total_src.strip()})", fmt_bytes(m.total_memory_bytes)),
-            (
-                f"budget (x gpu_memory_utilization {m.gpu_memory_utilization})",
-                fmt_bytes(m.budget_bytes),
-            ),
-            (f"weights ({m.weight_dtype})", fmt_bytes(m.weight_bytes)),
-            (
-                f"activations ({group(m.max_num_batched_tokens)}-token prefill chunk)",
-                fmt_bytes(m.activation_bytes),
-            ),
-            ("runtime reserve", fmt_bytes(m.reserve_bytes)),
-            ("KV-cache pool (budget - the above)", fmt_bytes(m.kv_budget_bytes)),
-            (
-                f"KV cache of the target ({m.batch} x {group(m.seq_len)} tokens)",
-                fmt_bytes(m.kv_cache_bytes),
-            ),
-            ("free (total - weights - activations - reserve - target)", fmt_bytes(m.free_bytes)),
-        ]
-    )
-    print("KV cache")
-    rep = f", each replicated x{m.kv_replication} (tp > KV heads)" if m.kv_replication > 1 else ""
-    ctx = "unbounded" if m.max_context_tokens is None else f"{group(m.max_context_tokens)} tokens"
-    print_pairs(
-        [
-            ("KV heads per GPU", f"{m.kv_heads_per_gpu} of {spec.n_kv_heads}{rep}"),
-            ("per token per GPU", fmt_bytes(m.kv_bytes_per_token)),
-            (
-                f"blocks of {m.block_size} tokens",
-                f"{group(m.kv_blocks)} ({group(m.kv_tokens)} tokens)",
-            ),
-            (
-                f"max concurrent sequences of {group(m.seq_len)} tokens",
-                group(m.max_concurrent_seqs),
-            ),
-            (
-                f"max context at batch {m.batch}",
-                f"{ctx} (model context {group(m.model_context_tokens)})",
-            ),
-        ]
-    )
-    print(
-        f"latency (roofline: mfu {r.mfu}, bandwidth efficiency {r.bandwidth_efficiency}, "
-        f"{r.compute_dtype} peak {r.peak_flops_per_s / 1e12:,.1f} TFLOP/s dense, "
-        f"ridge {r.ridge_flops_per_byte:,.0f} FLOP/B)"
-    )
-    print_pairs(
-        [
-            (
-                f"TTFT ({group(r.prompt_tokens)}-token prompt)",
-                f"{r.ttft_s * 1e3:,.2f} ms, {r.prefill.bound}-bound "
-                f"({r.prefill.arithmetic_intensity:,.0f} FLOP/B)",
-            ),
-            (
-                f"TPOT (mean over {group(r.output_tokens)} output tokens)",
-                f"{r.tpot_s * 1e3:,.3f} ms, {r.decode_last.bound}-bound "
-                f"({r.decode_last.arithmetic_intensity:,.1f} FLOP/B at the last step)",
-            ),
-            ("all-reduce time per decode step", f"{r.decode_first.comm_s * 1e3:,.3f} ms"),
-            ("tokens/s per sequence", f"{r.tokens_per_s_per_seq:,.1f}"),
-            (f"tokens/s total (batch {r.batch})", f"{r.tokens_per_s_total:,.1f}"),
-            ("end to end", f"{r.e2e_s:,.3f} s"),
-        ]
-    )
-    print(p.memory.message)
-
-
-# --- fit --------------------------------------------------------------------------------------
-
-
-def cmd_fit(args) -> int:
-    from calc.fit import fit_table
-    from calc.units import group, iec_bytes, si_bytes
-
-    kw = _memory_kwargs(args)
-    seq, batch = kw.pop("seq_len"), kw.pop("batch")
-    t = fit_table(args.model, seq_len=seq, batch=batch, gpus=args.gpu, max_gpus=args.max_gpus, **kw)
-    if args.json:
-        emit_json(t)
-        return 0
-    print(
-        f"{t.model}: fewest GPUs for {group(batch)} x {group(seq)} tokens "
-        f"(weights {args.weights}, KV {args.kv}, gpu_memory_utilization {args.util})"
-    )
-    rows = []
-    for r in t.rows:
-        if not r.fits:
-            rows.append((r.gpu, "-", "-", "-", "-", "-", f"no fit up to {args.max_gpus} GPUs"))
-            continue
-        rows.append(
-            (
-                r.gpu,
-                r.gpus,
-                r.tp,
-                r.pp,
-                f"{si_bytes(r.weight_bytes)} / {iec_bytes(r.weight_bytes)}",
-                f"{si_bytes(r.kv_budget_bytes)} / {iec_bytes(r.kv_budget_bytes)}",
-                group(r.max_concurrent_seqs),
-            )
-        )
-    print_table(
-        rows,
-        (
-            "gpu",
-            "gpus",
-            "tp",
-            "pp",
-            "weights per GPU (GB / GiB)",
-            "KV pool per GPU (GB / GiB)",
-            "max sequences",
-        ),
-    )
-    return 0
-
-
-# --- hardware ---------------------------------------------------------------------------------
-
-
-def cmd_hardware(args) -> int:
-    from calc.hardware import list_hardware, load_hardware
-    from calc.units import iec_bytes
-
-    hws = [load_hardware(n) for n in list_hardware()]
-    if args.json:
-        emit_json([h.model_dump(mode="json") for h in hws])
-        return 0
-    rows = []
-    for h in hws:
-        rows.append(
-            (
-                h.name,
-                h.memory_published or f"{h.memory_size:g} {h.memory_unit}",
-                iec_bytes(h.total_memory_bytes),
-                f"{h.hbm_bandwidth_gb_per_s:,.0f}",
-                _peak(h, "bf16"),
-                _peak(h, "fp8"),
-                _peak(h, "int8"),
-                f"{h.interconnect} {h.interconnect_gb_per_s:,.0f}",
-            )
-        )
-    print_table(
-        rows,
-        (
-            "name",
-            "memory (as published)",
-            "visible",
-            "GB/s",
-            "bf16 TFLOP/s",
-            "fp8",
-            "int8 TOPS",
-            "interconnect GB/s (both ways)",
-        ),
-    )
-    print(
-        "\nPeak rates are dense (datasheet 'with sparsity' figures halved). `--json` for sources."
-    )
-    return 0
-
-
-def _peak(h, dtype: str) -> str:
-    return f"{h.peak_flops_per_s(dtype) / 1e12:,.0f}" if h.has_peak(dtype) else "-"

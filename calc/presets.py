@@ -1,4 +1,5 @@
-"""Model presets: one TOML file per model under presets/models/, looked up by exact name.
+"""Model presets: one TOML file per model under presets/models/, looked up by exact name
+(ignoring case: "Llama-3-70B" is llama-3-70b).
 
 Each file holds `ModelSpec` fields (HF config.json names) plus `source` URLs and the
 `retrieved` date. A miss lists the closest names; it never guesses by substring.
@@ -30,15 +31,26 @@ def closest_presets(name: str, n: int = 3) -> list[str]:
     return datafiles.closest_names(name, list_presets(), n)
 
 
+def preset_name(name: str) -> str | None:
+    """The shipped preset called `name`, ignoring case, or None."""
+    files = _preset_files()
+    if name in files:
+        return name
+    folded = str(name).strip().casefold()
+    return next((n for n in files if n.casefold() == folded), None)
+
+
 @functools.cache
 def load_preset(name: str) -> ModelSpec:
-    """The preset called exactly `name` (e.g. "llama-3-70b")."""
-    files = _preset_files()
-    if name not in files:
+    """The preset called exactly `name`, ignoring case (e.g. "llama-3-70b")."""
+    found = preset_name(name)
+    if found is None:
         close = closest_presets(name)
         hint = f"; closest: {', '.join(close)}" if close else "; see `kvcalc presets`"
         raise ValueError(f"unknown preset {name!r}{hint}")
-    return datafiles.load_named(files[name], name, "models", spec_from_toml_text)
+    if found != name:
+        return load_preset(found)  # one cached spec per preset
+    return datafiles.load_named(_preset_files()[name], name, "models", spec_from_toml_text)
 
 
 def spec_from_toml_text(text: str, origin: str = "<toml>") -> ModelSpec:
@@ -50,21 +62,34 @@ def _validate(data: object, origin: str) -> ModelSpec:
     return datafiles.validate(ModelSpec, data, origin, "spec")
 
 
-def resolve_model(model: str | Path | ModelSpec | dict) -> ModelSpec:
-    """A preset name, a path to a config.json (HF) or .toml (spec), a dict, or a spec."""
+def resolve_model(
+    model: str | Path | ModelSpec | dict, *, origin: str | None = None, name: str | None = None
+) -> ModelSpec:
+    """A preset name, a path to a config.json (HF) or .toml (spec), a dict, or a spec.
+
+    A dict's errors name `origin` (an uploaded file's name; default "<dict>"); `name` names a
+    spec built from a Hugging Face config dict (calc.hf.from_hf_config)."""
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, dict):
         from calc.hf import from_hf_config
 
-        return from_hf_config(model) if "model_type" in model else _validate(model, "<dict>")
+        if "model_type" in model:
+            return from_hf_config(model, name=name, origin=origin)
+        return _validate(model, origin or "<dict>")
     text = str(model)
-    if text in _preset_files():
-        return load_preset(text)
-    if text.endswith((".json", ".toml")) or Path(text).is_file():
+    found = preset_name(text)
+    if found is not None:
+        return load_preset(found)
+    path = Path(text)
+    if path.is_dir():
+        datafiles.read_text(path)  # raises: "'x' is a directory, not a file: pass 'x/config.json'"
+    if text.endswith((".json", ".toml")) or path.is_file():
         if text.endswith(".toml"):
             return spec_from_toml_text(datafiles.read_text(text), origin=text)
         from calc.hf import from_hf_config
 
         return from_hf_config(text)
+    if "/" in text or "\\" in text:  # a path, not a name: say so rather than "unknown preset"
+        raise ValueError(f"no such file: {text!r} (MODEL is a preset name or a file)")
     return load_preset(text)  # raises with the closest names

@@ -25,10 +25,11 @@ import datetime as _dt
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from calc import layout
 from calc.layout import ATTENTION_TYPES, MLP_TYPES, LayerGroup, Run
+from calc.limits import check_limit
 
 MlpKind = Literal[
     "standard", "gated"
@@ -272,11 +273,11 @@ class ModelSpec(BaseModel):
     # --- checks -------------------------------------------------------------------------------
     @field_validator(*_INT_FIELDS, mode="before")
     @classmethod
-    def _not_bool(cls, value: object) -> object:
+    def _not_bool(cls, value: object, info: ValidationInfo) -> object:
         # lax pydantic reads True as 1: a bool here is a mistake (a flag in the wrong field)
         if isinstance(value, bool):
             raise ValueError("must be an integer, not a bool")
-        return value
+        return check_limit(info.field_name, value)  # calc/limits.py: 10^12 layers is a typo
 
     @field_validator("layer_types", "layer_pattern", mode="before")
     @classmethod

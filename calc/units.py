@@ -39,14 +39,23 @@ def group(n: int | float) -> str:
 
 
 def _scaled(x: float, base: int, units: tuple[str, ...], digits: int) -> str:
-    """x in the largest unit that keeps the mantissa >= 1, e.g. 5.37e9 -> '5.37 G'."""
+    """x in the largest unit that keeps the mantissa >= 1, e.g. 5.37e9 -> '5.37 G'; past the
+    largest unit, scientific notation in the base unit ('1.00e+30 B'), never a 20-digit
+    mantissa."""
     i, v = 0, float(x)
     while abs(v) >= base and i < len(units) - 1:
         v /= base
         i += 1
+    if abs(v) >= base:
+        return f"{float(x):.{digits}e} {units[0]}".rstrip()
     if i == 0 and float(x).is_integer():
         return f"{int(x)} {units[0]}".rstrip()
     return f"{v:.{digits}f} {units[i]}".rstrip()
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 claim', '3 claims' (`many` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def percent(fraction: float, digits: int = 2) -> str:
@@ -102,3 +111,33 @@ def fmt_params(n: int) -> str:
     if abs(n) < 1000:
         return group(n)
     return f"{group(n)} ({human_count(n)})"
+
+
+# --- time ---------------------------------------------------------------------------------------
+
+_DURATIONS: tuple[tuple[float, str], ...] = (
+    (60.0, "min"),
+    (3600.0, "h"),
+    (86400.0, "days"),
+    (365.25 * 86400.0, "years"),  # Julian year
+)
+
+
+def fmt_duration(seconds: float) -> str:
+    """A latency for people: ms below 1 s, then s, min, h, days, years.
+
+    >>> fmt_duration(0.02835), fmt_duration(2.3256), fmt_duration(1_567_194_725.094)
+    ('28.35 ms', '2.33 s', '49.66 years')
+    """
+    s = float(seconds)
+    if s != s:
+        return "n/a"
+    if abs(s) < 1:
+        return f"{s * 1e3:,.2f} ms"
+    unit, value = "s", s
+    for size, name in _DURATIONS:
+        if abs(s) >= size:
+            unit, value = name, s / size
+    if abs(value) >= 1e6:
+        return f"{value:.2e} {unit}"
+    return f"{value:,.2f} {unit}"

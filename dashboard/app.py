@@ -24,7 +24,9 @@ PAGES = (  # file, title, url path, icon
     ("validation.py", "Validation", "validation", ":material/fact_check:"),
 )
 
-st.set_page_config(page_title="kvcalc", page_icon=":material/memory:", layout="wide")
+# the icon is a file served by the app itself: a `:material/...:` page icon makes the browser
+# fetch it from a font host, and the dashboard makes no outside request
+st.set_page_config(page_title="kvcalc", page_icon=str(HERE / "icon.png"), layout="wide")
 pages = [
     st.Page(HERE / "views" / f, title=t, url_path=u, icon=i, default=(k == 0))
     for k, (f, t, u, i) in enumerate(PAGES)
@@ -38,4 +40,6 @@ st.sidebar.caption(
 try:
     page.run()
 except Exception as e:  # noqa: BLE001 - last line of defence: one line, never a traceback
-    st.error(calc.format_error(e))
+    from dashboard.plain import md
+
+    st.error(md(calc.format_error(e)))

@@ -18,6 +18,8 @@ from calc.capacity import memory_plan
 from calc.fit import fit_table
 from calc.hardware import HardwareSpec, list_hardware, load_hardware
 from calc.plan import Plan, plan
+from calc.tp import pick_tp
+from calc.units import iec_bytes
 from dashboard.data import GB, GIB
 
 _HASH = {
@@ -32,11 +34,23 @@ def gpu_options() -> list[str]:
     return [*list_hardware(), CUSTOM_GPU]
 
 
+def memory_source(hw: HardwareSpec) -> str:
+    """Where a GPU's memory figure comes from: the driver's total, or the nominal size."""
+    if hw.driver_total_mib is not None:
+        return f"nvidia-smi total {hw.driver_total_mib:,} MiB"
+    nominal = hw.memory_published or f"{hw.memory_size:g} {hw.memory_unit}"
+    return (
+        f"nominal {nominal} read as {hw.memory_size:g} {hw.memory_unit} (no driver total published)"
+    )
+
+
 def gpu_label(name: str) -> str:
+    """'NVIDIA H100 SXM5 80GB: 79.65 GiB (nvidia-smi)': the memory a plan uses, and whence."""
     if name == CUSTOM_GPU:
         return "custom GPU"
     hw = load_hardware(name)
-    return f"{hw.label} ({hw.memory_published or hw.memory_size})"
+    how = "nvidia-smi" if hw.driver_total_mib is not None else "nominal"
+    return f"{hw.label}: {iec_bytes(hw.total_memory_bytes)} ({how})"
 
 
 def custom_gpu(memory_gib: float, bandwidth_gb_per_s: float, bf16_tflops: float, link_gb_per_s):
@@ -132,12 +146,23 @@ def fewest_frame(spec, hws: tuple[HardwareSpec, ...], seq_len: int, batch: int, 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def max_context_frame(specs: tuple, hw, gpus: int, kv_dtype: str, weight_dtype: str):
-    """Longest single-sequence context each model fits on `gpus` x `hw` (tp = gpus)."""
+    """Longest single-sequence context each model fits on `gpus` x `hw`, at the largest tensor
+    parallelism that model allows there (calc.tp.pick_tp; the rest pipeline stages)."""
     rows = []
     for s in specs:
+        tp = pp = None
         try:
+            tp, _ = pick_tp(s, gpus)
+            pp = gpus // tp
             m = memory_plan(
-                s, hw, gpus=gpus, batch=1, seq_len=1, kv_dtype=kv_dtype, weight_dtype=weight_dtype
+                s,
+                hw,
+                gpus=gpus,
+                tp=tp,
+                batch=1,
+                seq_len=1,
+                kv_dtype=kv_dtype,
+                weight_dtype=weight_dtype,
             )
             ctx, note = (
                 m.max_context_tokens,
@@ -145,5 +170,15 @@ def max_context_frame(specs: tuple, hw, gpus: int, kv_dtype: str, weight_dtype: 
             )
         except ValueError as e:
             ctx, note = None, calc.format_error(e)
-        rows.append({"model": s.name, "label": s.label, "max_context_tokens": ctx, "note": note})
+        rows.append(
+            {
+                "model": s.name,
+                "label": s.label,
+                "tp": tp,
+                "pp": pp,
+                "max_context_tokens": ctx,
+                "context_tokens": s.max_position_embeddings,
+                "note": note,
+            }
+        )
     return pd.DataFrame(rows)

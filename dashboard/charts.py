@@ -1,12 +1,16 @@
 """Chart builders: pure `DataFrame -> alt.Chart`, no Streamlit, no calc.
 
 Each builder draws the columns data.py produces; every mark has a tooltip, every axis names its
-unit (GiB = 2^30 bytes; FLOPs are counts, 2 per multiply-add). Tested in
-tests/test_dashboard_charts.py against the encodings they promise (log axes, tooltips).
+unit, one convention per quantity (as calc.units prints them): memory in GiB (2^30 B), KV bytes
+per token in KiB (2^10 B), parameters with K / M / B / T = 10^3 / 10^6 / 10^9 / 10^12, tokens on
+log axes with K = 1024, M = 2^20, token counts on linear axes in full with thousands separators,
+FLOPs with SI prefixes. Charts keep a fixed plot height (the legend goes below it, not into it);
+up to 20 series get distinct colours, the second ten also dashed; a model's context limit is
+marked. Capacity charts are in capacity_charts.py. Tested in tests/test_dashboard_charts.py.
 
 >>> import pandas as pd
 >>> df = pd.DataFrame({"seq_len": [1, 2], "kv_cache_GiB": [1.0, 2.0], "label": ["a", "a"]})
->>> kv_context_chart(df).to_dict()["encoding"]["x"]["scale"]
+>>> kv_context_chart(df).to_dict()["layer"][0]["encoding"]["x"]["scale"]
 {'base': 2, 'type': 'log'}
 """
 
@@ -15,18 +19,93 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+HEIGHT = 320  # px of plot area, whatever the legend needs
+# fit-x: the width follows the page; the height is the plot's, legends are added below it
+AUTOSIZE = alt.AutoSizeParams(type="fit-x", contains="padding")
 # Token axes tick at powers of two and read 128, 1K, 4K, 128K, 1M (K = 1024 tokens).
 TOKEN_LABEL = (
     "datum.value >= 1048576 ? format(datum.value / 1048576, '~g') + 'M' : "
     "datum.value >= 1024 ? format(datum.value / 1024, '~g') + 'K' : format(datum.value, '~g')"
 )
-PALETTE = alt.Scale(scheme="tableau10")  # distinct hues; the default theme's blues blur
+# Parameter counts read as the tiles do: 68.98B; K/M/B/T are powers of 1000.
+COUNT_LABEL = (
+    "abs(datum.value) >= 1e12 ? format(datum.value / 1e12, '~g') + 'T' : "
+    "abs(datum.value) >= 1e9 ? format(datum.value / 1e9, '~g') + 'B' : "
+    "abs(datum.value) >= 1e6 ? format(datum.value / 1e6, '~g') + 'M' : "
+    "abs(datum.value) >= 1e3 ? format(datum.value / 1e3, '~g') + 'K' : format(datum.value, '~g')"
+)
+# 20 distinct colours: Tableau 10, then the light halves of Tableau 20 (drawn dashed)
+SERIES_COLORS = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#79706e",
+    "#a0cbe8", "#ffbe7d", "#ff9d9a", "#499894", "#8cd17d",
+    "#b6992d", "#d4a6c8", "#fabfd2", "#d7b5a6", "#bab0ac",
+)  # fmt: skip
+SHAPES = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "wedge")
+PALETTE = alt.Scale(range=list(SERIES_COLORS))
 
 
 def token_axis(df: pd.DataFrame, x: str = "seq_len") -> alt.Axis:
     lo, hi = int(df[x].min()), int(df[x].max())
     ticks = [2**k for k in range(max(lo, 1).bit_length() - 1, hi.bit_length()) if lo <= 2**k <= hi]
     return alt.Axis(values=ticks, labelExpr=TOKEN_LABEL, title="context length (tokens, log scale)")
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values 1, 2, 5 x 10^k from lo to hi (only 10^k when that would be > 12 ticks)."""
+    lo, hi = max(float(lo), 1e-300), max(float(hi), 1e-300)
+    k0, k1 = int(f"{lo:e}".split("e")[1]), int(f"{hi:e}".split("e")[1])
+    ticks = [m * 10.0**k for k in range(k0, k1 + 1) for m in (1, 2, 5) if lo <= m * 10.0**k <= hi]
+    if len(ticks) > 12:
+        ticks = [t for t in ticks if f"{t:e}".startswith("1")]
+    return ticks or [lo]
+
+
+def series_legend(n: int, columns: int | None = None) -> alt.Legend:
+    """Below the plot, in up to 4 columns (`columns` for a narrow chart)."""
+    cols = max(1, min(4, n)) if columns is None else columns
+    return alt.Legend(orient="bottom", columns=cols, labelLimit=260, title=None, symbolOpacity=1)
+
+
+def _series(
+    df: pd.DataFrame, field: str, columns: int | None = None
+) -> tuple[alt.Color, alt.StrokeDash, alt.Shape]:
+    """Colour, dash and point shape per series, all three with one merged legend."""
+    names = list(dict.fromkeys(df[field]))
+    n = len(names)
+    legend = series_legend(n, columns)
+    colors = [SERIES_COLORS[i % len(SERIES_COLORS)] for i in range(n)]
+    dashes = [[1, 0] if i < 10 else [6, 3] for i in range(n)]
+    shapes = [SHAPES[i % len(SHAPES)] for i in range(n)]
+    return (
+        alt.Color(f"{field}:N", scale=alt.Scale(domain=names, range=colors), legend=legend),
+        alt.StrokeDash(f"{field}:N", scale=alt.Scale(domain=names, range=dashes), legend=legend),
+        alt.Shape(f"{field}:N", scale=alt.Scale(domain=names, range=shapes), legend=legend),
+    )
+
+
+def _finish(chart, height: int = HEIGHT):
+    return chart.properties(height=height, autosize=AUTOSIZE)
+
+
+def context_rule(df: pd.DataFrame, context: int | None, x: str = "seq_len") -> list[alt.Chart]:
+    """A dashed vertical line at the model's context limit, labelled, when it is in range."""
+    if context is None or not df[x].min() <= context <= df[x].max():
+        return []
+    base = alt.Chart().transform_aggregate(n="count()")  # one row, whatever the data
+    rule = base.mark_rule(color="#333", strokeDash=[4, 4]).encode(x=alt.XDatum(context))
+    # the label on the side with room: left of a limit in the right half of the (log) axis
+    lo, hi = float(df[x].min()), float(df[x].max())
+    right_half = context * context > lo * hi
+    text = base.mark_text(
+        align="right" if right_half else "left",
+        dx=-4 if right_half else 4,
+        baseline="top",
+        color="#333",
+    ).encode(
+        x=alt.XDatum(context), y=alt.YValue(2), text=alt.TextDatum(f"model context {context:,}")
+    )
+    return [rule, text]
 
 
 def _log_lines(
@@ -36,28 +115,40 @@ def _log_lines(
     color: str,
     tooltip: list,
     *,
+    context: int | None = None,
     x: str = "seq_len",
-    log_y: bool = True,
+    y_scale: alt.Scale | None = None,
     y_format: str = "~s",
-    legend_columns: int = 3,
-) -> alt.Chart:
-    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
-    return (
-        alt.Chart(df)
-        .mark_line(point=True)
+    legend_columns: int | None = None,
+) -> alt.LayerChart:
+    """Lines over a log2 token axis (y log unless `y_scale` says otherwise), one per `color`
+    value; points beyond a model's own context (a `beyond_context` column) fade, and `context`
+    draws its limit."""
+    y_scale = alt.Scale(type="log") if y_scale is None else y_scale
+    col, dash, shape = _series(df, color, legend_columns)
+    inside = "datum.beyond_context != true"
+    faded = alt.Chart().mark_line(opacity=0.3)  # the whole curve, faint: so it stays past the limit
+    solid = alt.Chart().mark_line().transform_filter(inside)
+    points = (
+        alt.Chart()
+        .mark_point(filled=True, size=40)
         .encode(
-            x=alt.X(f"{x}:Q", scale=alt.Scale(type="log", base=2), axis=token_axis(df, x)),
-            y=alt.Y(f"{y}:Q", scale=y_scale, axis=alt.Axis(title=y_title, format=y_format)),
-            color=alt.Color(
-                f"{color}:N",
-                title=None,
-                scale=PALETTE,
-                sort=None,
-                legend=alt.Legend(orient="bottom", columns=legend_columns, labelLimit=320),
+            shape=shape,
+            opacity=alt.Opacity(  # typed channels: alt.condition(...) costs ~7 ms to validate
+                "beyond_context:N",
+                scale=alt.Scale(domain=[False, True], range=[1.0, 0.3]),
+                legend=None,
             ),
-            tooltip=tooltip,
         )
     )
+    lines = alt.layer(faded, solid, points).encode(  # shared by the three: one copy in the spec
+        x=alt.X(f"{x}:Q", scale=alt.Scale(type="log", base=2), axis=token_axis(df, x)),
+        y=alt.Y(f"{y}:Q", scale=y_scale, axis=alt.Axis(title=y_title, format=y_format)),
+        color=col,
+        strokeDash=dash,
+        tooltip=tooltip,
+    )
+    return _finish(alt.layer(lines, *context_rule(df, context, x), data=df))
 
 
 # --- model ------------------------------------------------------------------------------------
@@ -69,26 +160,33 @@ def params_chart(df: pd.DataFrame) -> alt.Chart:
         alt.Chart(df)
         .mark_bar()
         .encode(
-            x=alt.X("params:Q", axis=alt.Axis(title="parameters", format="~s")),
+            x=alt.X("params:Q", axis=alt.Axis(title="parameters", labelExpr=COUNT_LABEL)),
             y=alt.Y("component:N", sort=list(df["component"]), title=None),
             tooltip=[
                 alt.Tooltip("component:N"),
-                alt.Tooltip("params:Q", format=","),
+                alt.Tooltip("params:Q", format=",~f"),
                 alt.Tooltip("share:Q", format=".2%"),
             ],
         )
+        .properties(height=alt.Step(28), autosize=AUTOSIZE)
     )
 
 
 # --- KV cache ---------------------------------------------------------------------------------
 
 
-def kv_context_chart(df: pd.DataFrame) -> alt.Chart:
-    """Columns: seq_len, kv_cache_GiB, label (+ kv_cache_bytes, kv_cache_GB for tooltips)."""
-    tips = [alt.Tooltip("label:N", title="model"), alt.Tooltip("seq_len:Q", format=",")]
+def kv_context_chart(df: pd.DataFrame) -> alt.LayerChart:
+    """Columns: seq_len, kv_cache_GiB, label (+ kv_cache_bytes, kv_cache_GB, context_tokens,
+    beyond_context for tooltips and fading)."""
+    tips = [alt.Tooltip("label:N", title="model"), alt.Tooltip("seq_len:Q", format=",~f")]
     tips += [
-        alt.Tooltip(f"{c}:Q", format=f)
-        for c, f in (("kv_cache_GiB", ",.3f"), ("kv_cache_GB", ",.3f"), ("kv_cache_bytes", ","))
+        alt.Tooltip(f"{c}:Q", format=f, title=t)
+        for c, f, t in (
+            ("kv_cache_GiB", ",.3f", "KV cache (GiB)"),
+            ("kv_cache_GB", ",.3f", "KV cache (GB)"),
+            ("kv_cache_bytes", ",", "KV cache (bytes)"),
+            ("context_tokens", ",", "model context (tokens)"),
+        )
         if c in df
     ]
     return _log_lines(df, "kv_cache_GiB", "KV cache (GiB, log scale)", "label", tips, y_format="~g")
@@ -110,196 +208,95 @@ def variants_chart(df: pd.DataFrame) -> alt.Chart:
                 alt.Tooltip("savings:Q", title="savings 1 − G/H", format=".2%"),
             ],
         )
+        .properties(height=HEIGHT, autosize=AUTOSIZE)
     )
 
 
 # --- attention --------------------------------------------------------------------------------
 
 
-def flops_chart(df: pd.DataFrame) -> alt.Chart:
+def flops_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
     """Long form: seq_len, series, flops."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",")]
+    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
     tips.append(alt.Tooltip("flops:Q", title="FLOPs", format=".4~e"))
-    return _log_lines(df, "flops", "FLOPs (log scale)", "series", tips)
-
-
-def memory_chart(df: pd.DataFrame) -> alt.Chart:
-    """Long form: seq_len, series, bytes, GiB (one layer's attention memory)."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",")]
-    tips += [alt.Tooltip("GiB:Q", format=",.4f"), alt.Tooltip("bytes:Q", format=",")]
     return _log_lines(
-        df, "GiB", "one layer (GiB, log scale)", "series", tips, y_format="~g", legend_columns=1
+        df, "flops", "FLOPs (log scale, SI prefixes)", "series", tips, context=context
     )
 
 
-def share_chart(df: pd.DataFrame) -> alt.Chart:
+def memory_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
+    """Long form: seq_len, series, bytes, GiB (one layer's attention memory)."""
+    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
+    tips += [alt.Tooltip("GiB:Q", format=",.4f"), alt.Tooltip("bytes:Q", format=",~f")]
+    title = "one layer (GiB, log scale)"
+    return _log_lines(
+        df, "GiB", title, "series", tips, y_format="~g", context=context, legend_columns=1
+    )
+
+
+def share_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
     """Long form: seq_len, series, share (0..1) of attention in the forward FLOPs."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",")]
+    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
     tips.append(alt.Tooltip("share:Q", format=".2%"))
-    chart = _log_lines(
-        df, "share", "attention share of FLOPs", "series", tips, log_y=False, legend_columns=1
-    )
-    return chart.encode(
-        y=alt.Y(
-            "share:Q",
-            scale=alt.Scale(domain=[0, 1]),
-            axis=alt.Axis(title="attention share of forward FLOPs", format="%"),
-        )
+    title = "attention share of forward FLOPs"
+    domain = alt.Scale(domain=[0, 1])
+    return _log_lines(
+        df,
+        "share",
+        title,
+        "series",
+        tips,
+        context=context,
+        y_scale=domain,
+        y_format="%",
+        legend_columns=1,
     )
 
 
 # --- compare ----------------------------------------------------------------------------------
 
 
-def bars_by_model(df: pd.DataFrame, value: str, title: str, fmt: str = ",") -> alt.Chart:
-    """Columns: label, `value`. One horizontal bar per model."""
+def bars_by_model(
+    df: pd.DataFrame, value: str, title: str, fmt: str = ",", label_expr: str | None = None
+) -> alt.Chart:
+    """Columns: label, `value`. One horizontal bar per model; `label_expr` formats the axis
+    (COUNT_LABEL for parameters), else full numbers with thousands separators."""
+    axis = (
+        alt.Axis(title=title, labelExpr=label_expr)
+        if label_expr
+        else alt.Axis(title=title, format=",~f")
+    )
     return (
         alt.Chart(df)
         .mark_bar()
         .encode(
-            x=alt.X(f"{value}:Q", axis=alt.Axis(title=title, format="~s")),
+            x=alt.X(f"{value}:Q", axis=axis),
             y=alt.Y("label:N", sort="-x", title=None),
             tooltip=[alt.Tooltip("label:N", title="model"), alt.Tooltip(f"{value}:Q", format=fmt)],
         )
+        .properties(height=alt.Step(24), autosize=AUTOSIZE)
     )
 
 
-# --- capacity ---------------------------------------------------------------------------------
-
-FIT = alt.Scale(domain=["fits", "no fit"], range=["#59a14f", "#e15759"])
-
-
-def memory_breakdown_chart(df: pd.DataFrame) -> alt.Chart:
-    """Columns: gpu, category, bytes, GiB, GB. One stacked bar: the GPU's memory, per GPU."""
-    order = list(df["category"])
-    return (
-        alt.Chart(df.assign(order=range(len(df))))
-        .mark_bar()
-        .encode(
-            x=alt.X("GiB:Q", stack="zero", axis=alt.Axis(title="memory per GPU (GiB)")),
-            y=alt.Y("gpu:N", title=None),
-            color=alt.Color(
-                "category:N",
-                sort=order,
-                scale=PALETTE,
-                title=None,
-                legend=alt.Legend(orient="bottom", columns=6),
-            ),
-            order=alt.Order("order:Q"),
-            tooltip=[
-                alt.Tooltip("category:N"),
-                alt.Tooltip("GiB:Q", format=",.2f"),
-                alt.Tooltip("GB:Q", format=",.2f"),
-                alt.Tooltip("bytes:Q", format=","),
-            ],
-        )
-        .properties(height=alt.Step(56))
+def context_dots(df: pd.DataFrame) -> alt.LayerChart:
+    """Columns: label, max_context_tokens, context_tokens. Per model, a dot at the longest
+    context memory allows and a black tick at the model's own context limit (log2 axis)."""
+    tips = [
+        alt.Tooltip("label:N", title="model"),
+        alt.Tooltip("max_context_tokens:Q", title="memory allows (tokens)", format=",~f"),
+        alt.Tooltip("context_tokens:Q", title="model context (tokens)", format=",~f"),
+    ]
+    lo = int(min(df["max_context_tokens"].min(), df["context_tokens"].min()))
+    hi = int(max(df["max_context_tokens"].max(), df["context_tokens"].max()))
+    axis = token_axis(pd.DataFrame({"t": [max(lo, 1), max(hi, 2)]}), "t")
+    axis.title = "tokens, one sequence (log scale)"
+    x_scale = alt.Scale(type="log", base=2)
+    y = alt.Y("label:N", sort="-x", title=None)
+    base = alt.Chart().encode(y=y, tooltip=tips)
+    dots = base.mark_point(filled=True, size=90, color=SERIES_COLORS[0]).encode(
+        x=alt.X("max_context_tokens:Q", scale=x_scale, axis=axis)
     )
-
-
-def concurrency_chart(df: pd.DataFrame) -> alt.Chart:
-    """Columns: seq_len, max_concurrent_seqs (+ kv_tokens)."""
-    tips = [alt.Tooltip("seq_len:Q", format=","), alt.Tooltip("max_concurrent_seqs:Q")]
-    if "kv_tokens" in df:
-        tips.append(alt.Tooltip("kv_tokens:Q", title="KV pool (tokens)", format=","))
-    return (
-        alt.Chart(df)
-        .mark_line(point=True, color="#4e79a7")
-        .encode(
-            x=alt.X("seq_len:Q", scale=alt.Scale(type="log", base=2), axis=token_axis(df)),
-            y=alt.Y(
-                "max_concurrent_seqs:Q",
-                scale=alt.Scale(type="symlog"),
-                axis=alt.Axis(title="max concurrent sequences (symlog)"),
-            ),
-            tooltip=tips,
-        )
+    ticks = base.mark_tick(color="#222", thickness=2, size=18).encode(
+        x=alt.X("context_tokens:Q", scale=x_scale)
     )
-
-
-def fit_heatmap(df: pd.DataFrame) -> alt.Chart:
-    """Columns: seq_len, batch, fits ("fits" / "no fit"), kv_cache_GiB, shortfall_GiB."""
-    return (
-        alt.Chart(df)
-        .mark_rect(stroke="white", strokeWidth=1)
-        .encode(
-            x=alt.X("seq_len:O", title="context length (tokens)", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("batch:O", sort="descending", title="batch (sequences)"),
-            color=alt.Color("fits:N", scale=FIT, title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=[
-                alt.Tooltip("batch:O"),
-                alt.Tooltip("seq_len:O", title="context"),
-                alt.Tooltip("fits:N"),
-                alt.Tooltip("kv_cache_GiB:Q", title="KV needed per GPU (GiB)", format=",.2f"),
-                alt.Tooltip("shortfall_GiB:Q", title="short per GPU (GiB)", format=",.2f"),
-            ],
-        )
-    )
-
-
-def throughput_chart(df: pd.DataFrame) -> alt.Chart:
-    """Columns: batch, tokens_per_s_total, tpot_ms, ttft_ms, decode_bound, fits.
-
-    Batches that fit draw green, those that do not red (the same line, split where it stops
-    fitting).
-    """
-    return (
-        alt.Chart(df)
-        .mark_line(point=alt.OverlayMarkDef(size=60, filled=True))
-        .encode(
-            x=alt.X("batch:Q", scale=alt.Scale(type="log", base=2), title="batch (sequences)"),
-            y=alt.Y(
-                "tokens_per_s_total:Q",
-                scale=alt.Scale(type="log"),
-                axis=alt.Axis(title="decode tokens/s, all sequences (log)", format="~s"),
-            ),
-            color=alt.Color("fits:N", scale=FIT, title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=[
-                alt.Tooltip("batch:Q"),
-                alt.Tooltip("tokens_per_s_total:Q", title="tokens/s", format=",.0f"),
-                alt.Tooltip("tpot_ms:Q", title="TPOT (ms)", format=",.2f"),
-                alt.Tooltip("ttft_ms:Q", title="TTFT (ms)", format=",.1f"),
-                alt.Tooltip("decode_bound:N", title="decode is"),
-                alt.Tooltip("fits:N"),
-            ],
-        )
-    )
-
-
-# --- validation -------------------------------------------------------------------------------
-
-
-def predicted_vs_measured_chart(df: pd.DataFrame) -> alt.LayerChart:
-    """Columns: model, check, label, unit, predicted, measured, rel_error, result.
-
-    Points on the grey diagonal agree exactly; both axes log (params, FLOPs and bytes span
-    ten decades).
-    """
-    base = alt.Chart()  # the data goes on the layer: Altair would hash each layer's copy
-    log = alt.Scale(type="log")
-    diagonal = base.mark_line(color="#bab0ac", strokeDash=[4, 4]).encode(
-        x=alt.X("predicted:Q", scale=log), y=alt.Y("predicted:Q", scale=log)
-    )
-    points = base.mark_point(filled=True, size=70, opacity=0.8).encode(
-        x=alt.X(
-            "predicted:Q", scale=log, axis=alt.Axis(title="kvcalc predicted (log)", format="~s")
-        ),
-        y=alt.Y("measured:Q", scale=log, axis=alt.Axis(title="measured (log)", format="~s")),
-        color=alt.Color("check:N", scale=PALETTE, title=None, legend=alt.Legend(orient="bottom")),
-        shape=alt.Shape(
-            "result:N",
-            scale=alt.Scale(domain=["pass", "FAIL"], range=["circle", "cross"]),
-            title=None,
-        ),
-        tooltip=[
-            alt.Tooltip("model:N"),
-            alt.Tooltip("check:N"),
-            alt.Tooltip("label:N"),
-            alt.Tooltip("unit:N"),
-            alt.Tooltip("predicted:Q", format=","),
-            alt.Tooltip("measured:Q", format=","),
-            alt.Tooltip("rel_error:Q", title="relative error", format=".2e"),
-            alt.Tooltip("result:N"),
-        ],
-    )
-    return alt.layer(diagonal, points, data=df)
+    return alt.layer(ticks, dots, data=df).properties(height=alt.Step(28), autosize=AUTOSIZE)

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import PurePath
 
 import pandas as pd
 import streamlit as st
 
 import calc
 from calc.datafiles import decode_text, parse_json_object
+from dashboard.shared_model import KEY as CUSTOM_KEY
 
 GIB = 2**30  # IEC gibibyte: the unit of every memory axis here
 GB = 10**9  # SI gigabyte: what GPU datasheets print
-CUSTOM = "custom"  # the model built or uploaded on the Model page (this session only)
+KIB = 2**10  # IEC kibibyte: KV bytes per token
+CUSTOM = "custom"  # the model built or uploaded on the Model page (this session, or the URL)
 _HASH = {calc.ModelSpec: lambda s: s.model_dump_json()}
+_INT64 = 2**63 - 1
+MAX_UPLOAD_BYTES = 1_000_000  # calc.datafiles.MAX_FILE_BYTES: configs are a few KB
 
 
 # --- models -----------------------------------------------------------------------------------
@@ -43,9 +48,6 @@ def model_options() -> list[str]:
     """Preset names grouped by family, then the session's custom model if there is one."""
     names = [n for group in families().values() for n in group]
     return names + ([CUSTOM] if CUSTOM_KEY in st.session_state else [])
-
-
-CUSTOM_KEY = "custom_spec"
 
 
 def resolve(name: str) -> calc.ModelSpec:
@@ -79,19 +81,54 @@ def default_models(wanted: Sequence[str], n: int = 3) -> list[str]:
 def parse_upload(filename: str, content: bytes) -> calc.ModelSpec:
     """A spec from an uploaded config.json: JSON only, at most 1 MB, parsed, never executed.
 
-    A Hugging Face config (it has `model_type`) goes through calc.hf.from_hf_config; any other
-    object must hold ModelSpec fields. Errors name the file and the problem.
+    A Hugging Face config (it has `model_type`) goes through calc.hf.from_hf_config and is named
+    after the file, or after `architectures` when the file is just "config.json"; any other
+    object must hold ModelSpec fields. Errors name the file (once) and the problem.
     """
     if not filename.lower().endswith(".json"):
         raise ValueError(f"{filename}: upload must be a .json file: got {filename!r}")
+    if len(content) > MAX_UPLOAD_BYTES:
+        raise ValueError(
+            f"{filename}: file must be at most {MAX_UPLOAD_BYTES:,} bytes (1 MB): "
+            f"got {len(content):,} bytes"
+        )
     data = parse_json_object(decode_text(content, filename), origin=filename)
     try:
-        return calc.resolve_model(data)
+        return calc.resolve_model(data, origin=filename, name=upload_name(filename, data))
     except ImportError as e:
         raise ValueError(f"{filename}: config.json import is not available: {e}") from None
     except ValueError as e:
         msg = calc.format_error(e)
         raise ValueError(msg if msg.startswith(filename) else f"{filename}: {msg}") from None
+
+
+def upload_name(filename: str, data: dict) -> str:
+    """What an uploaded Hugging Face config is called: its `_name_or_path`, else the file's
+    name ("llama-2-7b.json" -> "llama-2-7b"), else its first `architectures` entry with the
+    file name ("LlamaForCausalLM (config.json)")."""
+    named = data.get("_name_or_path")
+    if isinstance(named, str) and named.strip():
+        return named.strip()[:200]
+    stem = PurePath(filename).stem
+    if stem.lower() != "config":
+        return stem[:200]
+    arch = data.get("architectures")
+    if isinstance(arch, list) and arch and isinstance(arch[0], str) and arch[0].strip():
+        return f"{arch[0].strip()[:200]} ({filename})"
+    return f"{data.get('model_type')} model ({filename})"
+
+
+def arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with integers past int64 as floats: Arrow (hence every chart and table) refuses
+    Python ints that large, and a bounded but huge model can reach them (10^21 parameters)."""
+    out = None
+    for col in df.columns:
+        if df[col].dtype == object and any(
+            isinstance(v, int) and not isinstance(v, bool) and abs(v) > _INT64 for v in df[col]
+        ):
+            out = df.copy() if out is None else out
+            out[col] = df[col].astype(float)
+    return df if out is None else out
 
 
 # --- grids ------------------------------------------------------------------------------------
@@ -118,7 +155,7 @@ def context_grid(max_tokens: int, min_tokens: int = 128, per_octave: int = 4) ->
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def param_frame(spec: calc.ModelSpec) -> pd.DataFrame:
     report = calc.params_report(spec)
-    df = report.to_frame()
+    df = arrow_safe(report.to_frame())
     df["share"] = df["params"] / report.total
     return df
 
@@ -128,21 +165,33 @@ def kv_frame(
     specs: tuple[calc.ModelSpec, ...], seq_lens: tuple[int, ...], batch: int, dtype: str
 ) -> pd.DataFrame:
     """KV-cache bytes for each model at each context length (calc.sweep)."""
-    df = calc.sweep(list(specs), list(seq_lens), [batch], [dtype])
+    df = arrow_safe(calc.sweep(list(specs), list(seq_lens), [batch], [dtype]))
     labels = {s.name: s.label for s in specs}
-    df.insert(1, "label", df["model"].map(labels))
+    df.insert(1, "label", df["model"].astype(str).map(labels))
     df["kv_cache_GiB"] = df["kv_cache_bytes"] / GIB
     df["kv_cache_GB"] = df["kv_cache_bytes"] / GB
+    context = {s.name: s.max_position_embeddings for s in specs}
+    df["context_tokens"] = df["model"].astype(str).map(context)
+    df["beyond_context"] = df["seq_len"] > df["context_tokens"]  # past the model's own limit
     return df[
         ["model", "label", "seq_len", "batch", "dtype", "kv_cache_bytes", "kv_cache_GiB"]
-        + ["kv_cache_GB", "kv_bytes_per_token"]
+        + ["kv_cache_GB", "kv_bytes_per_token", "context_tokens", "beyond_context"]
     ]
+
+
+def same_kv_groups(df: pd.DataFrame) -> list[list[str]]:
+    """Labels whose KV curves coincide (equal bytes at every context length): their lines
+    overlap, so the page names them."""
+    curves: dict[tuple, list[str]] = {}
+    for label, g in df.groupby("label", sort=False):
+        curves.setdefault(tuple(g.sort_values("seq_len")["kv_cache_bytes"]), []).append(label)
+    return [labels for labels in curves.values() if len(labels) > 1]
 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def variants_frame(spec: calc.ModelSpec, seq_len: int, batch: int, dtype: str) -> pd.DataFrame:
     """The model as MHA, GQA and MQA (calc.compare_attention)."""
-    df = calc.compare_attention(spec, seq_len, batch, dtype).to_frame()
+    df = arrow_safe(calc.compare_attention(spec, seq_len, batch, dtype).to_frame())
     df["kv_cache_GiB"] = df["kv_cache_bytes"] / GIB
     return df
 
@@ -166,7 +215,28 @@ def attention_frame(
 ) -> pd.DataFrame:
     """calc.attention_cost at each context length: one wide row per n."""
     rows = [calc.attention_cost(spec, n, batch, dtype).model_dump() for n in seq_lens]
-    return pd.DataFrame(rows)
+    df = arrow_safe(pd.DataFrame(rows))
+    df["beyond_context"] = df["seq_len"] > spec.max_position_embeddings
+    return df
+
+
+SHARE_SERIES = {"prefill (causal)": "attention_share_prefill", "decode": "attention_share_decode"}
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
+def attention_long_frames(
+    spec: calc.ModelSpec, seq_lens: tuple[int, ...], batch: int, dtype: str
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """FLOPs, one layer's memory (bytes and GiB) and attention's share, one row per
+    (seq_len, series), each marked beyond_context past the model's own context."""
+    df = attention_frame(spec, seq_lens, batch, dtype)
+    flops = long_form(df, ATTN_SERIES, "flops")
+    mem = long_form(df, MEMORY_SERIES, "bytes")
+    mem["GiB"] = mem["bytes"] / GIB
+    share = long_form(df, SHARE_SERIES, "share")
+    for frame in (flops, mem, share):
+        frame["beyond_context"] = frame["seq_len"] > spec.max_position_embeddings
+    return flops, mem, share
 
 
 def long_form(df: pd.DataFrame, series: dict[str, str], value: str) -> pd.DataFrame:
@@ -223,8 +293,10 @@ def compare_frame(specs: tuple[calc.ModelSpec, ...], seq_len: int, dtype: str) -
                 "context_tokens": s.max_position_embeddings,
                 "sliding_window": s.sliding_window,
                 "kv_bytes_per_token": calc.kv_bytes_per_token(s, dtype),
+                "kv_per_token_KiB": calc.kv_bytes_per_token(s, dtype) / KIB,
                 "kv_cache_bytes": kv,
                 "kv_cache_GiB": kv / GIB,
+                "beyond_context": seq_len > s.max_position_embeddings,
             }
         )
-    return pd.DataFrame(rows)
+    return arrow_safe(pd.DataFrame(rows))

@@ -185,15 +185,26 @@ def bad_files(tmp_path):
         "intermediate_size = 128\nvocab_size = 100\n",
         encoding="utf-8",
     )
+    llama = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128}
+    llama |= {"num_attention_heads": 8, "vocab_size": 100, "num_hidden_layers": 10**12}
+    (tmp_path / "huge.json").write_text(json.dumps(llama), encoding="utf-8")
+    (tmp_path / "deep.json").write_text("[" * 10_000 + "]" * 10_000, encoding="utf-8")
+    (tmp_path / "utf16.json").write_bytes(json.dumps(llama).encode("utf-16"))
     return tmp_path
 
 
 BAD = [  # argv, a fragment the message must contain
     (["kv", "llama-9-1b", "--seq", "1"], "unknown preset 'llama-9-1b'"),
     (["kv", "llama-3-70b", "--seq", "1", "--dtype", "fp12"], "'fp12'"),
-    (["kv", "llama-3-70b", "--seq", "-5"], "--seq: must be an integer >= 0: got '-5'"),
+    (
+        ["kv", "llama-3-70b", "--seq", "-5"],
+        "--seq: must be an integer from 0 to 2,147,483,648: got '-5'",
+    ),
     (["kv", "llama-3-70b", "--seq", "8k"], "got '8k'"),
-    (["kv", "llama-3-70b", "--seq", "1", "--batch", "0"], "--batch: must be an integer >= 1"),
+    (
+        ["kv", "llama-3-70b", "--seq", "1", "--batch", "0"],
+        "--batch: must be an integer from 1 to 16,777,216",
+    ),
     (["kv", "llama-3-70b", "--seq", "1", "--block-size", "0"], "--block-size"),
     (["kv", "llama-3-70b"], "required: --seq"),
     (["kv", "llama-3-70b", "--seq", "1", "--window-tokens", "w"], "--window-tokens"),
@@ -204,6 +215,21 @@ BAD = [  # argv, a fragment the message must contain
     (["show", "{d}/list.json"], "expected a JSON object"),
     (["show", "{d}/kv5.toml"], "'num_key_value_heads' must divide num_attention_heads=8: got 5"),
     (["show", "{d}/neg.toml"], "'num_hidden_layers'"),
+    # sizes are bounded (calc.limits), not printed as "2684354559999999.50 YB"
+    (
+        ["kv", "llama-3-70b", "--seq", "8192", "--batch", str(10**30)],
+        "argument --batch: must be <= 16,777,216: got 1.00e+30",
+    ),
+    (
+        ["kv", "llama-3-70b", "--seq", str(2**31 + 1)],
+        "argument --seq: must be <= 2,147,483,648: got 2,147,483,649",
+    ),
+    (["show", "{d}/huge.json"], "huge.json: 'num_hidden_layers' must be <= 10,000: got 1,000,000,"),
+    (["show", "{d}/deep.json"], "deep.json: JSON nested more than 64 levels deep"),
+    (["show", "{d}/utf16.json"], "utf16.json: file is not UTF-8 text: it is UTF-16"),
+    # a directory is a directory, not an "unknown preset"
+    (["show", "{d}"], "is a directory, not a file"),
+    (["show", "{d}/no/such/dir"], "no such file: "),
 ]
 
 
@@ -343,3 +369,21 @@ def test_debug_env_shows_the_exception(monkeypatch):
     monkeypatch.setenv("KVCALC_DEBUG", "1")
     with pytest.raises(ValueError, match="unknown preset"):
         cli.main(["kv", "nope", "--seq", "1"])
+
+
+def test_preset_names_ignore_case(capsys):
+    rc, out, err = run(capsys, "kv", "Llama-3-70B", "--seq", "8192")
+    assert (rc, err) == (0, "")
+    assert "2,684,354,560 B" in out  # = L3_70B_8K
+
+
+def test_context_beyond_the_models_own_limit_gets_a_note(capsys):
+    # Llama 2 7B config.json: max_position_embeddings 4096
+    rc, out, err = run(capsys, "kv", "llama-2-7b", "--seq", "8192", "--json")
+    assert rc == 0 and json.loads(out)["total_bytes"] == 2 * 32 * 32 * 128 * 8192 * 2
+    assert err == (
+        "kvcalc: note: 8,192 tokens is beyond Llama 2 7B's context of 4,096 tokens; the "
+        "figures assume it could run that long\n"
+    )
+    rc, out, err = run(capsys, "kv", "llama-2-7b", "--seq", "4096")
+    assert (rc, err) == (0, "")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dashboard import charts, data, state  # noqa: E402
+from dashboard import capacity_charts, charts, data, state, validation_charts  # noqa: E402
 
 # --- builders ---------------------------------------------------------------------------------
 
@@ -28,6 +28,8 @@ KV = pd.DataFrame(
         "kv_cache_bytes": [1, 2, 3, 4, 5, 6],
         "kv_cache_GiB": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
         "kv_cache_GB": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+        "context_tokens": [4096] * 3 + [131072] * 3,
+        "beyond_context": [False, False, True] + [False] * 3,
     }
 )
 LONG = pd.DataFrame(
@@ -65,7 +67,7 @@ BUILDERS = {
         pd.DataFrame({"label": ["a", "b"], "params": [1, 2]}),
     ),
     "memory_breakdown": (
-        charts.memory_breakdown_chart,
+        capacity_charts.memory_breakdown_chart,
         pd.DataFrame(
             {
                 "gpu": ["h100-sxm"] * 3,
@@ -77,11 +79,11 @@ BUILDERS = {
         ),
     ),
     "concurrency": (
-        charts.concurrency_chart,
+        capacity_charts.concurrency_chart,
         pd.DataFrame({"seq_len": [512, 1024], "max_concurrent_seqs": [8, 4], "kv_tokens": [9, 9]}),
     ),
     "fit_heatmap": (
-        charts.fit_heatmap,
+        capacity_charts.fit_heatmap,
         pd.DataFrame(
             {
                 "seq_len": [1024, 1024],
@@ -93,7 +95,7 @@ BUILDERS = {
         ),
     ),
     "throughput": (
-        charts.throughput_chart,
+        capacity_charts.throughput_chart,
         pd.DataFrame(
             {
                 "batch": [1, 2],
@@ -108,7 +110,7 @@ BUILDERS = {
 }
 LAYERED = {
     "predicted_vs_measured": (
-        charts.predicted_vs_measured_chart,
+        validation_charts.predicted_vs_measured_chart,
         pd.DataFrame(
             {
                 "model": ["m", "m"],
@@ -125,16 +127,39 @@ LAYERED = {
 }
 
 
+def layers(spec: dict) -> list[dict]:
+    """The chart's mark specs: itself, or its layers."""
+    return spec.get("layer", [spec])
+
+
+def encoding(spec: dict, channel: str) -> dict:
+    """The first layer's encoding of `channel` (layers share their axes)."""
+    return next(
+        layer["encoding"][channel] for layer in layers(spec) if channel in layer.get("encoding", {})
+    )
+
+
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_builder_is_a_valid_chart_with_tooltips_over_the_given_rows(name):
     build, df = BUILDERS[name]
     chart = build(df)
-    assert isinstance(chart, alt.Chart)
+    assert isinstance(chart, alt.Chart | alt.LayerChart)
     spec = chart.to_dict()  # validates against the Vega-Lite schema
-    assert spec["encoding"]["tooltip"], "every chart has a tooltip"
+    assert encoding(spec, "tooltip"), "every chart has a tooltip"
     # the rows drawn are exactly the rows given (Altair inlines them as a named dataset)
     (rows,) = spec["datasets"].values()
     assert pd.DataFrame(rows)[list(df.columns)].equals(df)
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_plot_height_is_fixed_and_the_legend_goes_below_it(name):
+    """fit-x autosize: the height is the plot's own, so a legend cannot squeeze it (the KV
+    chart was ~120 px tall with 4 models, its y title clipped with 14)."""
+    build, df = BUILDERS[name]
+    spec = build(df).to_dict()
+    assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}
+    height = spec.get("height")
+    assert height == charts.HEIGHT or (isinstance(height, dict) and "step" in height), height
 
 
 def test_predicted_vs_measured_draws_points_with_tooltips_on_a_diagonal():
@@ -149,17 +174,23 @@ def test_predicted_vs_measured_draws_points_with_tooltips_on_a_diagonal():
     assert pd.DataFrame(rows).equals(df)
 
 
-def test_heatmap_colors_fit_green_and_no_fit_red():
+def test_fit_and_no_fit_differ_by_more_than_colour():
     build, df = BUILDERS["fit_heatmap"]
-    color = build(df).to_dict()["encoding"]["color"]
+    spec = build(df).to_dict()
+    color = encoding(spec, "color")
     assert color["scale"]["domain"] == ["fits", "no fit"]
     assert color["scale"]["range"][0] != color["scale"]["range"][1]
+    text = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "text")
+    assert "'✓'" in text["transform"][0]["calculate"] and "'✗'" in text["transform"][0]["calculate"]
+    build, df = BUILDERS["throughput"]
+    shape = build(df).to_dict()["encoding"]["shape"]
+    assert shape["scale"] == {"domain": ["fits", "no fit"], "range": ["circle", "cross"]}
 
 
 @pytest.mark.parametrize("name", ["kv_context", "flops", "memory", "share", "concurrency"])
 def test_context_axes_are_log2_and_tick_at_powers_of_two(name):
     build, df = BUILDERS[name]
-    x = build(df).to_dict()["encoding"]["x"]
+    x = encoding(build(df).to_dict(), "x")
     assert x["scale"] == {"type": "log", "base": 2}
     ticks = x["axis"]["values"]
     assert all(t & (t - 1) == 0 for t in ticks)  # powers of two
@@ -170,11 +201,67 @@ def test_context_axes_are_log2_and_tick_at_powers_of_two(name):
 def test_value_axes_are_log_where_they_span_decades_and_name_units():
     for name in ("kv_context", "flops", "memory"):
         build, df = BUILDERS[name]
-        y = build(df).to_dict()["encoding"]["y"]
+        y = encoding(build(df).to_dict(), "y")
         assert y["scale"]["type"] == "log", name
-    assert "GiB" in charts.kv_context_chart(KV).to_dict()["encoding"]["y"]["axis"]["title"]
-    share_y = charts.share_chart(LONG).to_dict()["encoding"]["y"]
+    assert "GiB" in encoding(charts.kv_context_chart(KV).to_dict(), "y")["axis"]["title"]
+    share_y = encoding(charts.share_chart(LONG).to_dict(), "y")
     assert share_y["scale"]["domain"] == [0, 1] and share_y["axis"]["format"] == "%"
+
+
+def test_count_axes_tick_at_1_2_5_not_symlog():
+    build, df = BUILDERS["concurrency"]
+    y = encoding(build(df).to_dict(), "y")
+    assert y["scale"]["type"] == "log"  # was symlog with ticks only at 0/20/40/60
+    assert y["axis"]["values"] == [1, 2, 5]  # max 8 sequences: 1, 2, 5 (10 is past it)
+    assert charts.log_ticks(1, 300) == [1, 2, 5, 10, 20, 50, 100, 200]
+    assert charts.log_ticks(1, 10**9) == [10.0**k for k in range(10)]  # too many: decades only
+
+
+def test_kv_chart_fades_points_beyond_the_models_context():
+    spec = charts.kv_context_chart(KV).to_dict()
+    faded, solid, points = spec["layer"][0]["layer"]  # the lines; then the context rule, if any
+    assert faded["mark"]["opacity"] == 0.3  # the whole curve, faint
+    assert solid["transform"] == [{"filter": "datum.beyond_context != true"}]  # solid inside
+    opacity = points["encoding"]["opacity"]
+    assert opacity["field"] == "beyond_context"
+    assert opacity["scale"] == {"domain": [False, True], "range": [1.0, 0.3]}
+
+
+def test_a_context_rule_marks_the_models_limit():
+    spec = charts.flops_chart(LONG.assign(beyond_context=False), context=256).to_dict()
+    rule = next(layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "rule")
+    assert rule["encoding"]["x"] == {"datum": 256}
+    text = next(layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "text")
+    assert text["encoding"]["text"] == {"datum": "model context 256"}
+    # outside the plotted range: no rule (it would stretch the axis)
+    spec = charts.flops_chart(LONG, context=4096).to_dict()
+    assert all(layer.get("mark", {}).get("type") != "rule" for layer in spec["layer"])
+
+
+def test_fourteen_models_get_fourteen_distinct_colours_and_a_legend_in_columns():
+    labels = [f"model {i}" for i in range(14)]
+    df = pd.DataFrame(
+        {
+            "label": [lab for lab in labels for _ in (0, 1)],
+            "seq_len": [1024, 2048] * 14,
+            "kv_cache_GiB": [1.0, 2.0] * 14,
+        }
+    )
+    color = encoding(charts.kv_context_chart(df).to_dict(), "color")
+    assert color["scale"]["domain"] == labels
+    assert len(set(color["scale"]["range"])) == 14  # tableau10 alone would repeat from the 11th
+    assert color["legend"]["orient"] == "bottom" and color["legend"]["columns"] == 4
+    dash = encoding(charts.kv_context_chart(df).to_dict(), "strokeDash")
+    assert dash["scale"]["range"][0] != dash["scale"]["range"][10]  # the light ten are dashed
+
+
+def test_parameter_and_kv_axes_use_the_tiles_units():
+    spec = charts.params_chart(BUILDERS["params"][1]).to_dict()
+    assert spec["encoding"]["x"]["axis"]["labelExpr"] == charts.COUNT_LABEL  # 60B, not 60G
+    assert "'B'" in charts.COUNT_LABEL and "'G'" not in charts.COUNT_LABEL
+    kv = pd.DataFrame({"label": ["a"], "kv_per_token_KiB": [320.0]})
+    x = charts.bars_by_model(kv, "kv_per_token_KiB", "KiB per token").to_dict()["encoding"]["x"]
+    assert x["axis"] == {"format": ",~f", "title": "KiB per token"}  # not SI "M"
 
 
 def test_token_axis_labels_read_k_and_m():
@@ -234,7 +321,7 @@ def test_parse_upload_accepts_kvcalc_fields_and_hf_configs():
         ("c.txt", b"{}", "must be a .json file"),
         ("c.json", b"{" * 10, "malformed JSON"),
         ("c.json", b"null", "expected a JSON object"),
-        ("c.json", b" " * 1_000_001, "at most 1000000 bytes: got 1000001"),
+        ("c.json", b" " * 1_000_001, "at most 1,000,000 bytes (1 MB): got 1,000,001 bytes"),
         ("c.json", b'{"name": "x"}', "num_hidden_layers"),
     ],
 )

@@ -9,60 +9,24 @@ what the browser draws, not a value the page kept aside.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("streamlit")
 pytest.importorskip("altair")
 
-from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from dashboard_util import (  # noqa: E402
+    ROOT,
+    assert_clean,
+    chart_data,
+    errors,
+    notes,
+    open_page,
+    table,
+)
 
 import calc  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-APP = ROOT / "dashboard" / "app.py"
-
-
-def open_page(view: str | None = None, **params) -> AppTest:
-    """The app, switched to views/<view>.py with `params` in the URL, after one run.
-
-    The Model page is the default (root URL): its parameters go in before the first run.
-    """
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    if view in (None, "model"):
-        at.query_params = {k: v for k, v in params.items()}
-        return at.run()
-    at.run()
-    at.switch_page(f"views/{view}.py")
-    at.query_params = {k: v for k, v in params.items()}
-    return at.run()
-
-
-def chart_data(at: AppTest, name: str):
-    """The rows behind the chart `name` (ui.show_chart tags each spec with usermeta)."""
-    for el in at.get("vega_lite_chart"):
-        spec = json.loads(el.proto.spec)
-        if spec.get("usermeta", {}).get("kvcalc") == name:
-            (ds,) = el.proto.datasets
-            return convert_arrow_bytes_to_pandas_df(ds.data.data)
-    names = [json.loads(e.proto.spec).get("usermeta") for e in at.get("vega_lite_chart")]
-    raise AssertionError(f"no chart {name!r}; charts: {names}")
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def errors(at: AppTest) -> str:
-    assert not at.exception, [e.value for e in at.exception]
-    return " | ".join(e.value for e in at.error)
-
+from dashboard.plain import unescape  # noqa: E402
 
 # --- app --------------------------------------------------------------------------------------
 
@@ -110,9 +74,20 @@ def test_model_page_reads_the_model_from_the_url_and_family_switch_changes_it():
 def test_model_page_shows_the_seed_errata_for_the_family():
     at = open_page("model", model="palm-540b")
     assert_clean(at)
-    table = at.dataframe[-1].value
-    palm = table[table["subject"] == "PaLM 540B heads"]
+    errata = table(at)
+    palm = errata[errata["claim about"] == "PaLM 540B heads"]
     assert list(palm["verdict"]) == ["wrong"]  # the notes say 16 heads; PaLM Table 1 says 48
+    # the notes' own words, quoted, with where they are: the user can see what is claimed
+    assert list(palm["the notes say (quoted)"]) == ["│ PaLM 540B │ 16 │ 1 │ MQA │"]
+    assert list(palm["where"]) == ["000_db246fcb19f289a2.txt §11.6 table, line 490"]
+    # "2 claims ... concern palm models ...; 2 of them are wrong": the count agrees
+    (cap,) = [unescape(c.value) for c in at.caption if "lecture notes" in c.value.replace("\\", "")]
+    n, wrong = len(errata), int((errata["verdict"] == "wrong").sum())
+    assert f"{n} claims in them concern palm models" in cap
+    assert f"{wrong} of them are wrong" in cap
+    one = open_page("model", model="gemma-7b")  # one claim: no "1 claims ... 1 are"
+    (cap,) = [unescape(c.value) for c in one.caption if "lecture notes" in unescape(c.value)]
+    assert "1 claim in them concerns gemma models" in cap and ": it is correct." in cap
 
 
 def test_custom_fields_build_a_model_and_impossible_fields_show_st_error():
@@ -142,7 +117,7 @@ LLAMA_2_7B_CONFIG = {  # huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/confi
 }
 
 
-def upload(at: AppTest, name: str, content: bytes) -> AppTest:
+def upload(at, name: str, content: bytes):
     at.file_uploader(key="model:upload").set_value((name, content, "application/json"))
     return at.run()
 
@@ -168,7 +143,11 @@ def test_upload_of_a_hf_config_json_shows_its_breakdown():
         ("config.json", b"[1, 2, 3]", "expected a JSON object: got list"),
         ("config.json", b"\xff\xfe\x00", "not UTF-8"),
         ("evil.py", b"import os; os.system('echo owned')", "must be a .json file"),
-        ("config.json", b'{"x": "' + b"a" * 1_000_001 + b'"}', "at most 1000000 bytes"),
+        (
+            "config.json",
+            b'{"x": "' + b"a" * 1_000_001 + b'"}',
+            "at most 1,000,000 bytes (1 MB): got 1,000,010 bytes",
+        ),
         ("config.json", json.dumps({"model_type": "t5"}).encode(), "'model_type' must be one of"),
         (
             "config.json",
@@ -203,7 +182,7 @@ def test_bad_uploads_show_st_error(name, content, expected):
 
 
 def test_kv_chart_point_for_llama_2_70b_at_4096_tokens():
-    at = open_page("kv_cache", models=["llama-2-70b", "mistral-7b-v0.1"])
+    at = open_page("kv_cache", models=["llama-2-70b", "mistral-7b-v0.1"], max_ctx="131072")
     assert_clean(at)
     df = chart_data(at, "kv_vs_context")
     point = df[(df["model"] == "llama-2-70b") & (df["seq_len"] == 4096)]
@@ -240,6 +219,12 @@ def test_kv_url_state_reproduces_the_view_and_bad_values_fall_back():
     assert_clean(bad)
     assert bad.selectbox(key="kv:dtype").value == "bf16"
     assert bad.number_input(key="kv:batch").value == 1
+    # ... and the page says what it replaced, and with what
+    said = notes(bad)
+    assert "The link's dtype='fp7' is not one of the choices: showing bf16 instead." in said
+    assert "The link's batch='-3' is outside 1 to 16,777,216: showing 1 instead." in said
+    assert "The link's max_ctx='banana' is not a value here" in said
+    assert "The link's models='nope' is not among the choices: left out" in said
 
 
 def test_kv_mha_gqa_mqa_bytes_and_savings():
@@ -329,9 +314,11 @@ def test_compare_max_context_on_a_gpu_is_calc_capacity():
     assert want.max_context_tokens * 2 * 32 * 32 * 128 * 2 <= want.kv_budget_bytes
     # Mistral 7B v0.1 slides every layer: its KV stops growing, so no context limit
     assert "mistral-7b-v0.1" not in mc.index  # nothing to draw
-    table = at.dataframe[0].value.set_index("model")["max_context_on_gpu"]
-    assert "unbounded" in table["Mistral 7B v0.1"]
-    assert table["Llama 2 7B"] == f"{want.max_context_tokens:,}"
+    longest = table(at, 0).set_index("model")["longest context on the GPUs"]
+    assert "unbounded" in longest["Mistral 7B v0.1"]
+    # memory allows more than the model's 4,096-token context, and the table says so
+    assert want.max_context_tokens > 4096
+    assert longest["Llama 2 7B"] == f"{want.max_context_tokens:,} (past the model's context)"
     at.selectbox(key="compare:gpu").set_value("l4").run()
     smaller = chart_data(at, "max_context").set_index("model")["max_context_tokens"]
     assert smaller["llama-2-7b"] < mc["max_context_tokens"]["llama-2-7b"]  # 24 GB vs 80 GB
@@ -357,7 +344,7 @@ def test_capacity_memory_breakdown_is_the_calc_plan():
     assert mem["kv_cache"] == 4 * 4096 * 2 * 80 * 4 * 128 * 2
     # the bar spans the GPU: nvidia-smi total of an H100 SXM 80GB
     assert mem.sum() == want.memory.total_memory_bytes
-    assert [s.value for s in at.success] == [want.message]
+    assert [unescape(s.value) for s in at.success] == [want.memory.message]
 
 
 def test_capacity_curves_heatmap_and_roofline_follow_the_widgets():
@@ -394,10 +381,13 @@ def test_capacity_custom_gpu_and_impossible_tp_show_errors_not_tracebacks():
     at.selectbox(key="capacity:model").set_value("llama-2-70b").run()
     assert_clean(at)
     assert "does not fit" in at.warning[0].value
-    # Llama 2 70B has 8 KV heads and 64 query heads: TP=3 cannot split them
+    # Llama 2 70B has 8 KV heads and 64 query heads: TP=3 cannot split them, so the menu does
+    # not offer it; a link asking for it gets tp=1 (3 pipeline stages) and a note saying so
     bad = open_page("capacity", **{**CAPACITY, "gpus": "3", "tp": "3"})
-    msg = errors(bad)
-    assert "tp" in msg and "3" in msg
+    assert_clean(bad)
+    assert bad.selectbox(key="capacity:tp").options == ["1"]
+    assert "The link's tp='3' is not one of the choices: showing 1 instead." in notes(bad)
+    assert "tp=1, pp=3" in unescape(bad.success[0].value)
 
 
 def test_capacity_fewest_gpus_table_lists_every_gpu_preset():
@@ -405,11 +395,11 @@ def test_capacity_fewest_gpus_table_lists_every_gpu_preset():
     from calc.hardware import list_hardware
 
     at = open_page("capacity", **CAPACITY)
-    table = at.dataframe[-1].value
-    assert len(table) == len(list_hardware())
-    h100 = table[table["label"].str.contains("H100 SXM")].iloc[0]
+    few = table(at)
+    assert len(few) == len(list_hardware())
+    h100 = few[few["GPU"].str.contains("H100 SXM")].iloc[0]
     want = fewest_gpus("llama-2-70b", "h100-sxm", seq_len=4096, batch=4)
-    assert (h100["gpus"], h100["tp"]) == (want.gpus, want.tp)
+    assert (h100["GPUs"], h100["TP"]) == (str(want.gpus), str(want.tp))
 
 
 # --- Validation -------------------------------------------------------------------------------

@@ -3,15 +3,17 @@
 Expected values are written out here with their source; none is copied from kvcalc's output.
 """
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 import calc.presets
-from calc.errata import ErrataReport, check_errata, claim_matches
+from calc.errata import CLAIMS_FILE, ErrataReport, check_errata, claim_matches, claims
 
-SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"  # ../shared beside the checkout
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -141,14 +143,49 @@ def test_exactly_these_are_wrong(report):
 # --- provenance and recomputation ---------------------------------------------------------------
 
 
-def test_every_row_points_at_a_seed_line_holding_the_claimed_number(report):
-    if not SEEDS.is_dir():
-        pytest.skip("seed notes not on this machine")
+def test_every_claim_is_a_quote_holding_its_number_with_file_section_and_line(report):
     for e in report.rows:
-        name, line = re.match(r"seeds/(\S+) .*lines? (\d+)", e.source).groups()
-        text = (SEEDS / name).read_text(encoding="utf-8").splitlines()[int(line) - 1]
+        assert re.fullmatch(r"\d{3}_[0-9a-f]{16}\.txt [^,]+, lines? \d+(-\d+|, \d+)?", e.source), (
+            e.source
+        )
         first = next(iter(e.claimed_values.values()))
-        assert f"{first:g}" in text, (e.subject, text)
+        assert f"{first:g}" in e.claim, (e.subject, e.claim)  # the quote holds the number
+
+
+def test_the_quotes_are_shipped_as_data_in_the_package():
+    from importlib import resources
+
+    path = resources.files("calc") / CLAIMS_FILE
+    assert Path(str(path)).resolve().is_relative_to(ROOT)
+    data = claims()
+    for kind in ("heads", "savings", "kv"):
+        for c in data[kind]:
+            assert c["notes"] in data["notes"] and c["quote"] and c["section"] and c["line"] > 0
+    # one quote checked by hand against the notes: 000 §11.6, line 490
+    palm = next(c for c in data["heads"] if c["model"] == "palm-540b")
+    assert " ".join(palm["quote"].split()) == "│ PaLM 540B │ 16 │ 1 │ MQA │"
+
+
+def test_checking_the_errata_reads_no_file_outside_the_repository():
+    """An audit hook records every file opened while the claims are loaded and checked."""
+    opened: list[str] = []
+    active = [False]
+
+    def hook(event, args):
+        if active[0] and event == "open" and isinstance(args[0], str | bytes | Path):
+            opened.append(str(args[0]))
+
+    sys.addaudithook(hook)  # hooks cannot be removed; `active` switches this one off
+    claims.cache_clear()
+    calc.presets.load_preset.cache_clear()
+    active[0] = True
+    try:
+        check_errata()
+    finally:
+        active[0] = False
+    allowed = (str(ROOT), sys.prefix, sys.base_prefix)  # the repository, the interpreter
+    outside = [f for f in opened if not os.path.abspath(f).startswith(allowed)]
+    assert opened and not outside, outside
 
 
 def test_values_come_from_the_preset_at_call_time(monkeypatch):

@@ -165,10 +165,10 @@ def test_zero_tokens_is_zero_bytes():
 
 
 def test_numpy_integers_are_accepted_exactly():
-    # int64 would overflow here (2**40 tokens x 2**20 sequences x 4 layers x 128 B);
-    # the result must be the exact Python int
-    n, b = np.int64(2**40), np.int64(2**20)
-    assert kv_cache_bytes(toy(), n, b, "fp32") == 2**40 * 2**20 * 4 * 32 * 4
+    # int64 would overflow here (2**31 tokens x 2**24 sequences, the bounds of calc.limits,
+    # x 4 layers x 128 B = 2**64); the result must be the exact Python int
+    n, b = np.int64(2**31), np.int64(2**24)
+    assert kv_cache_bytes(toy(), n, b, "fp32") == 2**31 * 2**24 * 4 * 32 * 4 == 2**64
     assert type(kv_cache_bytes(toy(), n, b)) is int
 
 

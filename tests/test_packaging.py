@@ -1,4 +1,5 @@
-"""The wheel carries the presets as package data, so a non-editable install works.
+"""The wheel carries the presets and the errata's claims as package data, so a non-editable
+install works.
 
 Builds the wheel once (no build isolation: the venv's own setuptools, no network) and reads its
 file list; every preset file in the tree must be inside it at the same package path.
@@ -58,3 +59,9 @@ def test_wheel_has_the_packages_and_the_console_script(wheel, wheel_names):
     entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
     text = wheel.read(entry_points).decode()
     assert "[console_scripts]" in text and "kvcalc = calc.cli:main" in text
+
+
+def test_the_errata_claims_are_in_the_wheel(wheel, wheel_names):
+    assert "calc/data/errata_claims.toml" in wheel_names
+    shipped = wheel.read("calc/data/errata_claims.toml")
+    assert shipped == (ROOT / "calc" / "data" / "errata_claims.toml").read_bytes()

@@ -1,6 +1,7 @@
 """`kvcalc plan`, `fit`, `hardware`: units in both readings, --json equal to the API, errors one line."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,9 +96,14 @@ def test_hardware_list(capsys):
     "argv, message",
     [
         (["plan", "llama-3-70b", "--gpu", "h100"], "unknown GPU 'h100'; closest:"),
+        (  # a --tp that cannot work says which would
+            ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "6", "--tp", "6"],
+            "'tp' must divide num_attention_heads=64: got 6 (tp values that work for Llama 3 70B "
+            "on 6 GPUs: 1, 2)",  # 64 % 6 != 0; 64 and 8 KV heads split 1 or 2 ways
+        ),
         (
-            ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "3"],
-            "'tp' must divide num_attention_heads=64: got 3",
+            ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "5000"],
+            "argument --gpus: must be <= 4,096: got 5,000",
         ),
         (
             ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--util", "1.5"],
@@ -109,15 +115,15 @@ def test_hardware_list(capsys):
         ),
         (
             ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "0"],
-            "argument --gpus: must be an integer >= 1: got '0'",
+            "argument --gpus: must be an integer from 1 to 4,096: got '0'",
         ),
         (
             ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "-2"],
-            "argument --gpus: must be an integer >= 1: got '-2'",
+            "argument --gpus: must be an integer from 1 to 4,096: got '-2'",
         ),
         (
             ["plan", "llama-3-70b", "--gpu", "h100-sxm", "--reserve-gib", "-1"],
-            "'--reserve-gib' must be >= 0: got -1.0",
+            "'--reserve-gib' must be from 0 to 1,048,576: got -1.0",
         ),
         (["plan", "llama-3-70b"], "the following arguments are required: --gpu"),
         (["fit", "llama-3-70b"], "the following arguments are required: --seq"),
@@ -133,14 +139,55 @@ def test_errors_are_one_line_exit_2(capsys, argv, message):
 
 def test_shell_sees_exit_2_and_no_traceback():
     p = subprocess.run(
-        [sys.executable, "-m", "calc", "plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "3"],
+        [sys.executable, "-m", "calc", "plan", "llama-3-70b", "--gpu", "h100-sxm", "--tp", "3"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.strip() == "kvcalc: error: 'tp' must divide num_attention_heads=64: got 3"
+    assert p.stderr.strip() == (
+        "kvcalc: error: 'tp' must divide gpus=1 (pp = gpus / tp): got 3 "
+        "(tp values that work for Llama 3 70B on 1 GPUs: 1)"
+    )
+
+
+def test_gpus_3_without_tp_plans_the_split_that_works_and_says_why(capsys):
+    # Llama 3 70B: 64 query heads, 8 KV heads. tp=3 divides neither, so the 3 GPUs become
+    # 3 pipeline stages of tp=1 (80 layers: 27, 27, 26), not an error about a tp nobody set.
+    rc, out, err = run(capsys, "plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "3", "--json")
+    assert rc == 0
+    data = json.loads(out)
+    assert (data["memory"]["tp"], data["memory"]["pp"]) == (1, 3)
+    assert err.strip() == (
+        "kvcalc: note: --tp not given; tp=3 (all GPUs) does not work: 'tp' must divide "
+        "num_attention_heads=64: got 3; using tp=1, pp=3 (tp values that work on 3 GPUs: 1)"
+    )
+    rc, out, err = run(capsys, "plan", "llama-3-70b", "--gpu", "h100-sxm", "--gpus", "8")
+    assert rc == 0 and err == "" and "(tp=8, pp=1)" in out  # 8 divides 64 and 8: no note
+
+
+def test_latency_of_a_plan_that_does_not_fit_is_not_shown_as_a_result(capsys):
+    rc, out, _ = run(capsys, "plan", "llama-2-70b", "--gpu", "h100-sxm", "--seq", "4096")
+    assert rc == 0  # 138 GB of bf16 weights on one 80 GB GPU
+    assert "latency: not estimated, the target does not fit" in out
+    assert "TTFT" not in out and "tokens/s" not in out
+    assert out.rstrip().splitlines()[-1].startswith("does not fit: needs")
+
+
+def test_latencies_read_in_seconds_when_long(capsys):
+    # 32 x 32,768-token prompts of Llama 3.1 8B on 8 GPUs: >= 32 x 32,512 x 2 x 8e9 FLOPs
+    # / (8 x 989.5e12 x 0.5) = 4.2 s of prefill, so TTFT reads in s, not thousands of ms
+    argv = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "32768"]
+    rc, out, _ = run(capsys, *argv, "--batch", "32")
+    assert rc == 0
+    ttft = next(line for line in out.splitlines() if "TTFT" in line)
+    assert re.search(r"  \d+\.\d\d s, compute-bound", ttft), ttft
+
+
+def test_hardware_names_ignore_case(capsys):
+    rc, out, _ = run(capsys, "plan", "llama-2-7b", "--gpu", "H100-SXM", "--json")
+    assert rc == 0 and json.loads(out)["memory"]["gpu"] == "h100-sxm"
 
 
 def test_custom_gpu_from_toml(capsys, tmp_path):
@@ -156,3 +203,12 @@ def test_custom_gpu_from_toml(capsys, tmp_path):
     assert data["memory"]["gpu"] == "my-gpu"
     assert data["memory"]["total_memory_bytes"] == 96 * 2**30
     assert data["roofline"]["peak_flops_per_s"] == 1000e12
+
+
+def test_a_directory_for_gpu_is_called_a_directory(capsys, tmp_path):
+    rc, out, err = run(capsys, "plan", "llama-2-7b", "--gpu", str(tmp_path))
+    assert rc == 2 and out == ""
+    assert (
+        err
+        == f"kvcalc: error: '--gpu' {str(tmp_path)!r} is a directory: pass a hardware preset or a .toml file\n"
+    )

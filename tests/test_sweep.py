@@ -102,10 +102,11 @@ def test_same_model_twice():
 
 
 def test_beyond_int64_stays_exact():
-    # 2**40 tokens x 2**20 sequences x 4 layers x 32 elements x 4 B overflows int64 (2**63)
-    n, b = 2**40, 2**20
+    # 2**31 tokens x 2**24 sequences (the bounds of calc.limits) x 4 layers x 32 elements x 4 B
+    # = 2**64 overflows int64 (2**63)
+    n, b = 2**31, 2**24
     df = sweep(SPECS[0], [n], [b], ["fp32"])
-    exact = 2**40 * 2**20 * 4 * 32 * 4
+    exact = 2**31 * 2**24 * 4 * 32 * 4
     assert exact > 2**63
     assert df.loc[0, "kv_cache_bytes"] == exact == calc.kv_cache_bytes(SPECS[0], n, b, "fp32")
 

@@ -4,12 +4,14 @@ import pytest
 
 from calc.units import (
     fmt_bytes,
+    fmt_duration,
     fmt_flops,
     fmt_params,
     group,
     human_count,
     iec_bytes,
     percent,
+    plural,
     si_bytes,
     si_flops,
 )
@@ -88,3 +90,38 @@ def test_group_and_percent():
     assert group(1234.56) == "1,234.6"
     assert percent(1 - 8 / 64) == "87.50%"
     assert percent(1 - 1 / 48) == "97.92%"  # 0.979166...
+
+
+# --- past the largest unit, durations, plurals ---------------------------------------------------
+
+
+def test_sizes_past_the_largest_unit_go_scientific_not_20_digit_mantissas():
+    # 2,684,354,560 B per sequence x 10^30 sequences: past YB (10^24), no float artefacts
+    assert si_bytes(2_684_354_560 * 10**30) == "2.68e+39 B"
+    assert human_count(2.1e21) == "2.10e+21"  # past T (10^12) x 1000
+    assert human_count(999 * 10**12) == "999.00T"  # the largest unit is still used below 1000
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.02835, "28.35 ms"),  # 28.35 ms
+        (2.3256, "2.33 s"),
+        (90, "1.50 min"),  # 90 / 60
+        (7200, "2.00 h"),  # 7200 / 3600
+        (3 * 86400, "3.00 days"),
+        # the 1,567,194,725,094 ms = 1,567,194,725.094 s / 31,557,600 s per Julian year
+        (1_567_194_725.094, "49.66 years"),
+        (1e30, "3.17e+22 years"),  # 1e30 / 31,557,600
+    ],
+)
+def test_durations_read_in_the_unit_that_fits(seconds, text):
+    assert fmt_duration(seconds) == text
+
+
+def test_plural_agrees_with_the_count():
+    assert plural(1, "claim") == "1 claim"
+    assert plural(3, "claim") == "3 claims"
+    assert plural(2, "query head per KV head", "query heads per KV head") == (
+        "2 query heads per KV head"
+    )

@@ -66,14 +66,17 @@ LEGACY_FALCON_TYPES = ("RefinedWeb", "RefinedWebModel")  # tiiuae's remote-code 
 # --- config.json -> ModelSpec ------------------------------------------------------------------
 
 
-def from_hf_config(config: str | Path | dict, *, name: str | None = None) -> ModelSpec:
+def from_hf_config(
+    config: str | Path | dict, *, name: str | None = None, origin: str | None = None
+) -> ModelSpec:
     """The spec of the model transformers builds from this config.json (a path or a dict).
 
     The spec is named `name`, else the config's `_name_or_path`, else after the file
-    (`llama-2-70b/config.json` -> "llama-2-70b").
+    (`llama-2-70b/config.json` -> "llama-2-70b"). Errors about a dict name `origin` (e.g. the
+    uploaded file it was read from), else "<config dict>".
     """
     if isinstance(config, dict):
-        data, origin = config, "<config dict>"
+        data, origin = config, origin or "<config dict>"
     elif isinstance(config, str | Path):
         origin = str(config)
         data = parse_json_object(read_text(config), origin=origin)

@@ -1,6 +1,6 @@
 """Attention cost: the O(n²) part. FLOPs (prefill causal vs full mask, decode), one layer's
 score-matrix memory (materialized vs fused), and attention's share of the forward FLOPs, all
-from calc.attention_cost at each context length.
+from calc.attention_cost at each context length. The model's context limit is marked.
 """
 
 import streamlit as st
@@ -22,19 +22,27 @@ with c[0]:
 with c[1]:
     dtype = ui.dtype_picker(label="Activation dtype")
 with c[2]:
-    batch = ui.int_input("batch", "Batch (sequences)", 1, hi=4096)
+    batch = ui.int_input("batch", "Batch", 1, field="batch")
 with c[3]:
-    max_ctx = ui.context_picker()
+    max_ctx = ui.context_picker(default=max(data.resolve(name).max_position_embeddings, 4096))
 
 with ui.guarded():
+    ui.require_valid_inputs()
     spec = data.resolve(name)
+    limit = spec.max_position_embeddings
     grid = tuple(data.context_grid(max_ctx))
     df = data.attention_frame(spec, grid, batch, dtype)
+    if max_ctx > limit:
+        ui.caption(
+            f"The dashed line marks {spec.label}'s own context, {limit:,} tokens: the curves "
+            "beyond it fade (the model was not built for them)."
+        )
+
+    flops, mem, share = data.attention_long_frames(spec, grid, batch, dtype)
 
     st.subheader("FLOPs vs context")
-    flops = data.long_form(df, data.ATTN_SERIES, "flops")
     ui.show_chart(
-        charts.flops_chart(flops),
+        ui.chart(charts.flops_chart, flops, context=limit),
         flops,
         "attention_flops",
         "Prefill attention grows as n², decode attention as n; the rest of the forward grows "
@@ -44,10 +52,8 @@ with ui.guarded():
     left, right = st.columns(2)
     with left:
         st.subheader("Score-matrix memory, one layer")
-        mem = data.long_form(df, data.MEMORY_SERIES, "bytes")
-        mem["GiB"] = mem["bytes"] / data.GIB
         ui.show_chart(
-            charts.memory_chart(mem),
+            ui.chart(charts.memory_chart, mem, context=limit),
             mem,
             "attention_memory",
             "Materialized: batch × H × n × n scores (O(n²)). Fused (FlashAttention-style): "
@@ -55,19 +61,16 @@ with ui.guarded():
         )
     with right:
         st.subheader("Attention's share of the forward")
-        share = data.long_form(
-            df,
-            {"prefill (causal)": "attention_share_prefill", "decode": "attention_share_decode"},
-            "share",
-        )
-        ui.show_chart(charts.share_chart(share), share, "attention_share")
+        ui.show_chart(ui.chart(charts.share_chart, share, context=limit), share, "attention_share")
 
-    st.subheader(f"At {max_ctx:,} tokens")
-    row = df.iloc[-1]
+    within = df[df["seq_len"] <= min(max_ctx, limit)]  # the longest length the model runs
+    row = (within if len(within) else df).iloc[-1]
+    n = int(row.seq_len)
+    st.subheader(f"At {n:,} tokens" + (" (the model's context)" if n == limit else ""))
     m = st.columns(4)
     m[0].metric("Prefill attention (causal)", units.si_flops(row.prefill_attention_flops_causal))
     m[1].metric("Decode attention, 1 token", units.si_flops(row.decode_attention_flops))
     m[2].metric("Scores, one layer", units.iec_bytes(row.score_matrix_bytes))
     m[3].metric("Attention share (prefill)", units.percent(row.attention_share_prefill))
 
-state.sync(["model", "dtype", "batch", "max_ctx"])
+ui.sync(["model", "dtype", "batch", "max_ctx"], models=[name])

@@ -1,12 +1,12 @@
 """KV cache: bytes vs context length for several models (calc.sweep), and one model as
 MHA / GQA / MQA (calc.compare_attention). A sliding-window model's curve flattens past its
-window, because its sliding layers keep min(n, window) tokens.
+window, because its sliding layers keep min(n, window) tokens. Past a model's own context limit
+its curve fades.
 """
 
 import streamlit as st
 
-from calc import units
-from dashboard import charts, data, state, ui
+from dashboard import charts, data, state, tables, ui
 
 st.title("KV cache")
 state.page("kv")
@@ -23,20 +23,33 @@ with c[0]:
 with c[1]:
     dtype = ui.dtype_picker()
 with c[2]:
-    batch = ui.int_input("batch", "Batch (sequences)", 1, hi=4096)
+    batch = ui.int_input("batch", "Batch", 1, field="batch")
 with c[3]:
-    max_ctx = ui.context_picker()
+    # the default range: up to the chosen models' longest context (they are all offered, so
+    # all resolve)
+    longest = max((data.resolve(n).max_position_embeddings for n in names), default=4096)
+    max_ctx = ui.context_picker(default=max(longest, 4096))
 
 with ui.guarded():
+    ui.require_valid_inputs()
     if not names:
         st.info("Pick at least one model.")
     else:
         specs = tuple(data.resolve(n) for n in names)
         df = data.kv_frame(specs, tuple(data.context_grid(max_ctx)), batch, dtype)
-        ui.show_chart(charts.kv_context_chart(df), df, "kv_vs_context")
+        notes = []
+        beyond = [s for s in specs if s.max_position_embeddings < max_ctx]
+        if beyond:
+            notes.append(
+                "Faded: beyond the model's own context ("
+                + "; ".join(f"{s.label} {s.max_position_embeddings:,}" for s in beyond)
+                + " tokens)."
+            )
+        for group in data.same_kv_groups(df):
+            notes.append(f"{' and '.join(group)} cache the same bytes per token: one line.")
         windowed = [s for s in specs if s.sliding_window]
         if windowed:
-            st.caption(
+            notes.append(
                 "Sliding window: "
                 + "; ".join(
                     f"{s.label} keeps {s.sliding_window:,} tokens in "
@@ -45,6 +58,7 @@ with ui.guarded():
                 )
                 + ", so its curve flattens (fully, if every layer slides) past the window."
             )
+        ui.show_chart(ui.chart(charts.kv_context_chart, df), df, "kv_vs_context", " ".join(notes))
 
 st.header("MHA vs GQA vs MQA")
 st.caption(
@@ -55,23 +69,25 @@ c = st.columns([3, 2])
 with c[0]:
     name = ui.model_picker()
 with c[1]:
-    ctx = ui.int_input("ctx", "Context (tokens)", 4096, hi=1 << 22)
+    ctx = ui.int_input("ctx", "Context (tokens)", 4096, field="seq_len")
 
 with ui.guarded():
+    ui.require_valid_inputs()
     spec = data.resolve(name)
     vdf = data.variants_frame(spec, ctx, batch, dtype)
     left, right = st.columns([2, 3])
     with left:
-        ui.show_chart(charts.variants_chart(vdf), vdf, "attention_variants")
+        ui.show_chart(ui.chart(charts.variants_chart, vdf), vdf, "attention_variants")
     with right:
-        table = vdf.assign(
-            kv_cache=[units.fmt_bytes(b) for b in vdf["kv_cache_bytes"]],
-            savings=[units.percent(s) for s in vdf["savings"]],
-        )[["variant", "kv_heads", "ratio", "kv_cache", "savings", "kv_proj_params"]]
-        st.dataframe(table, hide_index=True)
-        st.caption(
+        ui.table(tables.variants(vdf), right=("KV heads G", "G / H", "saving vs MHA"))
+        past = (
+            f" (beyond its {spec.max_position_embeddings:,}-token context)"
+            if ctx > spec.max_position_embeddings
+            else ""
+        )
+        ui.caption(
             f"{spec.label}: H = {spec.num_attention_heads} query heads, "
-            f"G = {spec.n_kv_heads} KV heads, {ctx:,} tokens × batch {batch}, {dtype}."
+            f"G = {spec.n_kv_heads} KV heads, {ctx:,} tokens{past} × batch {batch:,}, {dtype}."
         )
 
-state.sync(["models", "dtype", "batch", "max_ctx", "model", "ctx"])
+ui.sync(["models", "dtype", "batch", "max_ctx", "model", "ctx"], models=[*names, name])

@@ -3,9 +3,10 @@
 predicted-vs-measured chart, and a button that runs the CPU validation live for one model.
 """
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, state, ui
+from dashboard import data, plain, state, tables, ui, validation_charts
 from dashboard import validation_data as vd
 
 st.title("Validation")
@@ -21,22 +22,26 @@ if not files:
     st.info(f"No committed validation report in {vd.reports_dir()}; run one live below.")
 with ui.guarded():
     if files:
-        tabs = st.tabs([f.stem.removeprefix("validation-").upper() for f in files])
+        tabs = st.tabs([plain.md(f.stem.removeprefix("validation-").upper()) for f in files])
         for tab, path in zip(tabs, files, strict=True):
             with tab:
                 rep = vd.load_report(path)
                 verdict = "all checks pass" if rep.passed else "SOME CHECKS FAIL"
                 st.markdown(
-                    f"**{rep.device_name}**, torch {rep.torch_version}: {len(rep.models)} "
-                    f"models in {rep.seconds:,.0f} s; {verdict}. Source: `{path.name}`"
+                    f"**{plain.md(rep.device_name)}**, torch {plain.md(rep.torch_version)}: "
+                    f"{len(rep.models)} models in {rep.seconds:,.0f} s; {verdict}. "
+                    f"Source: {plain.md(path.name)}"
                 )
-                st.dataframe(rep.summary(), hide_index=True)
-                tol = [{"check": k, "tolerance": v} for k, v in rep.tolerances.items()]
-                st.dataframe(tol, hide_index=True)
+                ui.table(
+                    tables.validation_summary(rep.summary()),
+                    right=("comparisons", "failed", "largest relative error"),
+                )
+                tol = pd.DataFrame(rep.tolerances.items(), columns=["check", "tolerance"])
+                ui.table(tol)
                 df = vd.checks_frame(rep.models)
                 name = path.stem.replace("-", "_")
                 ui.show_chart(
-                    charts.predicted_vs_measured_chart(vd.chartable(df)),
+                    validation_charts.predicted_vs_measured_chart(vd.chartable(df)),
                     vd.chartable(df),
                     name,
                     "Relative checks only (sizes); grey diagonal: measured = predicted.",
@@ -44,18 +49,20 @@ with ui.guarded():
                 with st.expander(f"All {len(df)} comparisons"):
                     cols = ["model", "check", "label", "unit", "predicted", "measured"]
                     cols += ["rel_error", "tolerance", "tolerance_kind", "result", "note"]
-                    st.dataframe(df[cols], hide_index=True)
+                    st.dataframe(tables.checks(df, cols), hide_index=True)
 
 st.header("Run the CPU validation live")
 c = st.columns([3, 2])
 with c[0]:
     name = ui.model_picker(default="gpt-3-125m")
-state.sync(["model"])
+ui.sync(["model"], models=[name])
 LIVE = "validation:live"
 with c[1]:
     st.write("")
     clicked = st.button(
-        f"Run CPU validation for {data.model_label(name)}", type="primary", key="validation:run"
+        plain.md(f"Run CPU validation for {data.model_label(name)}"),
+        type="primary",
+        key="validation:run",
     )
 if clicked:
     with ui.guarded():
@@ -73,15 +80,15 @@ if live is not None:
     with ui.guarded():
         verdict = "all checks pass" if live.passed else "SOME CHECKS FAIL"
         st.markdown(
-            f"**{live.model}** on {live.device} ({live.dtype}): {len(live.checks)} "
+            f"**{plain.md(live.model)}** on {live.device} ({live.dtype}): {len(live.checks)} "
             f"comparisons in {live.seconds:,.1f} s; {verdict}."
         )
         df = vd.checks_frame([live])
         ui.show_chart(
-            charts.predicted_vs_measured_chart(vd.chartable(df)),
+            validation_charts.predicted_vs_measured_chart(vd.chartable(df)),
             vd.chartable(df),
             "live_validation",
         )
         cols = ["check", "label", "unit", "predicted", "measured", "rel_error", "result", "note"]
-        st.dataframe(df[cols], hide_index=True)
-        st.caption("What was built: " + "; ".join(f"{k}: {v}" for k, v in live.setup.items()))
+        ui.table(tables.checks(df, cols), right=("predicted", "measured", "rel_error"))
+        ui.caption("What was built: " + "; ".join(f"{k}: {v}" for k, v in live.setup.items()))

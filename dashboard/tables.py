@@ -1,0 +1,167 @@
+"""Tables for people: calc's results as text cells, every number formatted (thousands
+separators, units named in the header, latencies in ms / s / h / days, yes / no for flags, a dash
+for nothing). Pure `... -> DataFrame` of strings; ui.table shows them (escaped, unclipped).
+
+>>> num(15303.254660), num(0.0000008), num(None), yes_no(False)
+('15,303', '8.0e-07', '—', 'no')
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from calc import units
+
+DASH = "—"
+
+
+def num(x, digits: int = 0) -> str:
+    """A number for a table: thousands separators; tiny non-zero values in scientific."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    if isinstance(x, bool):
+        return yes_no(x)
+    if x != 0 and abs(x) < 10 ** -max(digits, 2):
+        return f"{x:.1e}"
+    if digits == 0 and isinstance(x, float) and 0 < abs(x) < 1:
+        return f"{x:.2g}"  # not "0"
+    return f"{x:,.{digits}f}"
+
+
+def yes_no(flag) -> str:
+    return DASH if flag is None else ("yes" if flag else "no")
+
+
+def gib(n_bytes) -> str:
+    return DASH if n_bytes is None else units.iec_bytes(n_bytes)
+
+
+def spec_rows(spec, meta: tuple[str, ...]) -> pd.DataFrame:
+    """field | value for every shape field of the spec (metadata left out)."""
+    rows = []
+    for k, v in spec.model_dump(by_alias=True).items():
+        if k in meta or v is None:
+            continue
+        value = yes_no(v) if isinstance(v, bool) else num(v) if isinstance(v, int) else str(v)
+        rows.append((k, value))
+    rows.append(("head_dim (effective)", num(spec.head_dim)))
+    return pd.DataFrame(rows, columns=["field", "value"])
+
+
+def variants(vdf: pd.DataFrame) -> pd.DataFrame:
+    """MHA / GQA / MQA / MLA / sliding / linear rows; G / H as the fraction it is (8/64, not
+    0.125); a dash where a variant has no KV heads (MLA's latent, linear attention's state)."""
+    H = int(vdf.loc[vdf["variant"] == "MHA", "kv_heads"].iloc[0])  # MHA: one KV head per query head
+
+    def heads(g) -> str | None:
+        return None if pd.isna(g) else int(g)
+
+    return pd.DataFrame(
+        {
+            "variant": vdf["variant"],
+            "KV heads G": [num(heads(g)) for g in vdf["kv_heads"]],
+            "G / H": [DASH if heads(g) is None else f"{heads(g)}/{H}" for g in vdf["kv_heads"]],
+            "KV per token": [units.fmt_bytes(b) for b in vdf["kv_bytes_per_token"]],
+            "KV cache": [units.fmt_bytes(b) for b in vdf["kv_cache_bytes"]],
+            "prefill attention": [units.fmt_flops(f) for f in vdf["prefill_attention_flops"]],
+            "decode attention": [units.fmt_flops(f) for f in vdf["decode_attention_flops"]],
+            "saving vs MHA": [units.percent(s) for s in vdf["savings"]],
+        }
+    )
+
+
+def phases(roofline_frame: pd.DataFrame) -> pd.DataFrame:
+    """Roofline phases: context, arithmetic intensity, bound, time."""
+    df = roofline_frame
+    return pd.DataFrame(
+        {
+            "phase": df["phase"].str.replace("_", " "),
+            "context (tokens)": [num(n) for n in df["context_tokens"]],
+            "FLOP / byte": [num(x, 1 if x < 100 else 0) for x in df["arithmetic_intensity"]],
+            "bound": df["bound"],
+            "time": [units.fmt_duration(t) for t in df["time_s"]],
+        }
+    )
+
+
+def fewest(few: pd.DataFrame, max_gpus: int) -> pd.DataFrame:
+    rows = []
+    for r in few.itertuples():
+        if r.fits:
+            cells = (num(r.gpus), num(r.tp), num(r.pp), gib(r.weight_bytes))
+            rows.append((r.label, "yes", *cells, num(r.max_concurrent_seqs)))
+        else:
+            rows.append((r.label, f"no (up to {max_gpus:,} GPUs)", DASH, DASH, DASH, DASH, DASH))
+    cols = ["GPU", "fits", "GPUs", "TP", "PP", "weights per GPU", "max sequences"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def compare(df: pd.DataFrame, mc: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: sizes, attention layout, KV and the longest context on the GPUs."""
+    longest = []
+    for n, note, ctx in zip(
+        mc["max_context_tokens"], mc["note"], df["context_tokens"], strict=True
+    ):
+        if note:
+            longest.append(note)
+        elif n is None or (isinstance(n, float) and math.isnan(n)):
+            longest.append(DASH)
+        else:
+            longest.append(num(n) + (" (past the model's context)" if n > ctx else ""))
+    return pd.DataFrame(
+        {
+            "model": df["label"],
+            "params": [units.human_count(p) for p in df["params"]],
+            "active": [units.human_count(p) for p in df["active_params"]],
+            "attention": df["attention"],
+            "query / KV heads": [
+                f"{h} / {g}" for h, g in zip(df["query_heads"], df["kv_heads"], strict=True)
+            ],
+            "context (tokens)": [num(c) for c in df["context_tokens"]],
+            "KV per token": [units.iec_bytes(b) for b in df["kv_bytes_per_token"]],
+            "KV at the context chosen": [
+                units.iec_bytes(b) + (" (past the model's context)" if beyond else "")
+                for b, beyond in zip(df["kv_cache_bytes"], df["beyond_context"], strict=True)
+            ],
+            "longest context on the GPUs": longest,
+        }
+    )
+
+
+def errata(err: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "claim about": err["subject"],
+            "the notes say (quoted)": err["claim"],
+            "where": err["source"],
+            "kvcalc computes": err["kvcalc"],
+            "verdict": err["verdict"],
+            "why": err["explanation"],
+        }
+    )
+
+
+def validation_summary(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "check": [r["check"] for r in rows],
+            "comparisons": [num(r["comparisons"]) for r in rows],
+            "failed": [num(r["failed"]) for r in rows],
+            "largest relative error": [num(r["max_rel_error"], 2) for r in rows],
+            "largest absolute error": [num(r["max_abs_error_of_absolute_checks"], 2) for r in rows],
+        }
+    )
+
+
+def checks(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    """Validation comparisons with readable numbers."""
+    out = df[cols].copy()
+    for c in ("predicted", "measured"):
+        if c in out:
+            out[c] = [num(v, 0 if float(v).is_integer() else 4) for v in out[c]]
+    for c in ("rel_error", "tolerance"):
+        if c in out:
+            out[c] = [num(v, 2) for v in out[c]]
+    return out
