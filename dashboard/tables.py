@@ -61,12 +61,11 @@ def variants(vdf: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "variant": vdf["variant"],
-            "KV heads G": [num(heads(g)) for g in vdf["kv_heads"]],
             "G / H": [DASH if heads(g) is None else f"{heads(g)}/{H}" for g in vdf["kv_heads"]],
-            "KV per token": [units.fmt_bytes(b) for b in vdf["kv_bytes_per_token"]],
-            "KV cache": [units.fmt_bytes(b) for b in vdf["kv_cache_bytes"]],
-            "prefill attention": [units.fmt_flops(f) for f in vdf["prefill_attention_flops"]],
-            "decode attention": [units.fmt_flops(f) for f in vdf["decode_attention_flops"]],
+            "KV / token": [units.iec_bytes(b) for b in vdf["kv_bytes_per_token"]],
+            "KV cache": [units.iec_bytes(b) for b in vdf["kv_cache_bytes"]],
+            "prefill attn": [units.si_flops(f) for f in vdf["prefill_attention_flops"]],
+            "decode attn": [units.si_flops(f) for f in vdf["decode_attention_flops"]],
             "saving vs MHA": [units.percent(s) for s in vdf["savings"]],
         }
     )

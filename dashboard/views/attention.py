@@ -6,7 +6,7 @@ from calc.attention_cost at each context length. The model's context limit is ma
 import streamlit as st
 
 from calc import units
-from dashboard import charts, data, state, ui
+from dashboard import charts, data, state, tables, ui
 
 st.title("Attention cost")
 state.page("attention")
@@ -72,5 +72,13 @@ with ui.guarded():
     m[1].metric("Decode attention, 1 token", units.si_flops(row.decode_attention_flops))
     m[2].metric("Scores, one layer", units.iec_bytes(row.score_matrix_bytes))
     m[3].metric("Attention share (prefill)", units.percent(row.attention_share_prefill))
+
+    st.subheader(f"The same model with other attention, at {n:,} tokens")
+    ui.caption(
+        "MHA / GQA / MQA / MLA / sliding window / linear attention on every layer "
+        "(calc.compare_attention; the KV cache page charts them): MLA decodes in the latent "
+        "space, a sliding window caps the keys a query sees, linear attention scores no pairs."
+    )
+    ui.table(tables.variants(data.variants_frame(spec, n, batch, dtype)), right=("G / H",))
 
 ui.sync(["model", "dtype", "batch", "max_ctx"], models=[name])

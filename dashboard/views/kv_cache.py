@@ -60,10 +60,15 @@ with ui.guarded():
             )
         ui.show_chart(ui.chart(charts.kv_context_chart, df), df, "kv_vs_context", " ".join(notes))
 
-st.header("MHA vs GQA vs MQA")
+st.header("MHA vs GQA vs MQA vs MLA vs sliding vs linear")
 st.caption(
     "The same model with G = H (MHA), its own G (GQA) and G = 1 (MQA): KV bytes scale "
-    "with G, so the saving against MHA is 1 − G/H."
+    "with G, so the saving against MHA is 1 − G/H. MLA caches one latent per token "
+    "(DeepSeek's kv_lora_rank + rope key; 4 × head_dim + head_dim / 2 for a model without "
+    "one), a sliding window keeps its last window of tokens (the model's, else 4,096), and "
+    "linear attention (Gated DeltaNet) a constant state per sequence. A model whose layers "
+    "mix kinds is listed as configured too. Attention FLOPs: causal prefill and one decode "
+    "step at this context."
 )
 c = st.columns([3, 2])
 with c[0]:
@@ -79,7 +84,7 @@ with ui.guarded():
     with left:
         ui.show_chart(ui.chart(charts.variants_chart, vdf), vdf, "attention_variants")
     with right:
-        ui.table(tables.variants(vdf), right=("KV heads G", "G / H", "saving vs MHA"))
+        ui.table(tables.variants(vdf), right=("G / H", "saving vs MHA"))
         past = (
             f" (beyond its {spec.max_position_embeddings:,}-token context)"
             if ctx > spec.max_position_embeddings
