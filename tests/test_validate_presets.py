@@ -11,8 +11,16 @@ pytest.importorskip("torch")
 
 import calc  # noqa: E402
 import calc.validate  # noqa: E402
+from calc.hf_export import modern_features  # noqa: E402
 
-PRESETS = calc.list_presets()
+# Every 2023-family preset, and one of today's per feature (the kinds' own modules, at small
+# sizes, are in test_validate_kinds.py; the committed report runs every preset, MLA and
+# linear-attention ones included): MoE + q/k norms, sinks + 128-token window + router bias,
+# chunked + NoPE + shared expert, fused qkv + sliding, full-width q/k norms + post-norms.
+MODERN_SAMPLE = ["qwen3-30b-a3b", "gpt-oss-20b", "llama-4-scout", "phi-3-mini", "olmo-2-7b"]
+PRESETS = [
+    n for n in calc.list_presets() if not modern_features(calc.load_preset(n))
+] + MODERN_SAMPLE
 TOY = TOY_GQA
 
 
