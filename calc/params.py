@@ -143,7 +143,7 @@ def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
     out = _extras(one)
     out["embed"] = 0
     for lin in _attention(one, kind, 1, "") + _mlp(one, mlp, 1, ""):
-        out[lin.component] += lin.numel
+        out[lin.component] += lin.count * lin.numel  # routed experts: E matrices per layer
     return {k: v for k, v in out.items() if k not in ("embed", "pos_embed", "lm_head", "mtp")}
 
 

@@ -352,3 +352,13 @@ def test_matmul_params_by_hand():
     assert matmul_params(moe) == 2 * per_layer_active + 10 * 8 == 2064
     per_layer_all = 8 * 8 + 2 * 8 * 4 + 8 * 8 + 4 * 3 * 8 * 16 + 8 * 4
     assert matmul_params(moe, active=False) == 2 * per_layer_all + 10 * 8 == 3600
+
+
+def test_layer_breakdown_counts_every_routed_expert():
+    # gpt-oss-120b (config.json): h 2880, 128 experts of 2880 (gate_up 2 x 2880, down 2880),
+    # expert biases on: one MoE layer's routed experts hold
+    # 128 x (2880 x 5760 + 5760 + 2880 x 2880 + 2880) parameters
+    from calc.presets import load_preset
+
+    b = layer_breakdown(load_preset("gpt-oss-120b"), 0)
+    assert b["mlp"] == 128 * (2880 * 5760 + 5760 + 2880 * 2880 + 2880)
