@@ -61,7 +61,9 @@ def rotary_cache_elements(spec: ModelSpec) -> int:
     """cos/sin table entries: max_position x rotary_dim (none for learned or ALiBi positions)."""
     if spec.position_embedding != "rope":
         return 0
-    return spec.max_position_embeddings * spec.head_dim
+    if spec.is_mla:  # DeepseekV2MLAAttention: get_rope(qk_rope_head_dim, ...)
+        return spec.max_position_embeddings * spec.qk_rope_head_dim
+    return spec.max_position_embeddings * spec.head_dim  # (partial rotary / YaRN: not modelled)
 
 
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
