@@ -111,6 +111,9 @@ class VllmConfig(EngineConfig):
     enforce_eager: bool = False
     cudagraph_memory_gib: float = Field(default=0.0, ge=0)  # subtracted from 0.21 on
     enable_chunked_prefill: bool = True
+    disable_hybrid_kv_cache_manager: bool = False
+    # the environment variable VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.11.0: off)
+    allow_chunked_local_attn_hybrid: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:

@@ -24,9 +24,12 @@ from calc.spec import ModelSpec
 HALF = 0.005  # GiB printed to 2 decimals
 TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0}
 NOT_MODELLED = {
-    "mla": "MLA / NSA latent pools need the layer-typed spec (issue 10, phase 2)",
-    "quantized": "MXFP4 / per-row-scale weights need calc.weight_bytes (quantized weights)",
+    "nsa": "DeepSeek-V3.2's NSA pool (fp8 latent of 656 B a token, indexer keys) is not modelled",
     "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
+}
+# the KV cache is checked given the logged memory; the weights (and so the derived memory) not
+WEIGHTS_NOT_MODELLED = {
+    "quantized": "MXFP4 / per-row-scale weights need calc.weight_bytes (quantized weights)",
 }
 
 
@@ -106,6 +109,8 @@ def _eq(cid, figure, logged, mine, note=""):
 
 def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     cid, log, s = case["id"], case["logged"], _settings(case)
+    no_weights = [WEIGHTS_NOT_MODELLED[c] for c in case.get("categories", [])
+                  if c in WEIGHTS_NOT_MODELLED]  # fmt: skip
     wd = case.get("weight_dtype", "bf16")
     hw = _gpu(case) or load_hardware("h100-sxm")  # the GPU only matters on the derived path
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, weight_dtype=wd, **s)
@@ -155,6 +160,13 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
         p = engine_plan(spec, hw, available_kv_gib=n * page_all / GIB, weight_dtype=wd, **s)
         out.append(_eq(cid, "refusal", log["refusal"], p.refusal, "from the logged blocks"))
+    if log.get("refused") or (x is not None and x <= 0):
+        p = engine_plan(spec, hw, available_kv_gib=x, weight_dtype=wd, **s)
+        note = f"given {x} GiB: {(p.refusal or '')[:60]}"
+        out.append(_eq(cid, "refused at start-up", True, not p.fits, note))
+    if no_weights:
+        out.append(Check(cid, "weights, available memory", "-", "-", "not modelled", no_weights[0]))
+        return out
     if "weights_gib" in log:
         p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)
         out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))

@@ -44,6 +44,9 @@ def engine_plan_grid(model, gpu, engine: str = "vllm", *, weight_dtype="bf16", *
             sg_total = total - _init_used(cfg)
             avail = m.sglang_rest_bytes(sg_total - w, sg_total, frac)
         tokens = m.sglang_max_total_tokens(avail, lay.cell_bytes(), cfg.page_size)
+        if lay.sglang_swa:  # the full layers' pool (the sliding pool is ratio x as many)
+            full, swa = lay.sglang_swa
+            tokens = m.sglang_swa_tokens(tokens, full, swa, cfg.swa_full_tokens_ratio)[0]
         return pd.DataFrame(
             {
                 **cols,
@@ -56,14 +59,14 @@ def engine_plan_grid(model, gpu, engine: str = "vllm", *, weight_dtype="bf16", *
         )
     if not cfg.is_v1:
         raise ValueError(f"'version' {cfg.version} is a V0 engine: grids model V1 (0.8.0 on)")
-    B = cfg.block_size
+    B = lay.block_size(cfg.block_size)
     if given is None:
         u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
         act, nt, cg = _overheads(spec, cfg, wd, None)
         avail = m.vllm_available_bytes(total, u, w, act, nt, cg)
     page = lay.page_bytes(B)
     blocks = m.vllm_num_blocks(avail, page, lay.rank_group_size(int(np.argmax(weights))))
-    tokens = m.vllm_gpu_kv_cache_tokens(blocks, B, len(lay.groups))
+    tokens = m.vllm_gpu_kv_cache_tokens(blocks, lay.report_block(B, L), len(lay.groups))
     per_req = lay.blocks_per_request(L, B, cfg.max_num_batched_tokens)
     return pd.DataFrame(
         {

@@ -1,16 +1,32 @@
 """The KV-cache layout one engine builds for one model: layer groups, page and cell sizes.
 
+Per layer kind, one token's cache is calc.layers' `kv_elems_per_token(spec, "engine")` (K and V
+of G heads; MLA one latent of kv_lora_rank + qk_rope_head_dim, on every TP rank alike: vLLM's
+MLAAttentionSpec has num_kv_heads 1); a TP rank keeps its share of the KV heads.
+
 vLLM V1 groups the attention layers (kv_cache_utils.get_kv_cache_groups): one group when every
-layer has the same spec; with full and sliding layers of one page size (the hybrid allocator),
-groups of `group_size` layers, group_size = the smaller layer count of the two kinds, or the
-larger when it is under 1.5 x the smaller (_get_kv_cache_groups_uniform_page_size), each kind
-padded to whole groups. Every group shares one block pool, so a block costs page x group_size
-bytes and "GPU KV cache size" divides the blocks among the groups.
-Per request (max_memory_usage_bytes): a full-attention layer needs ceil(L / block) blocks; a
-sliding one ceil(min(window - 1 + max_num_batched_tokens, L) / block) + 1 (SlidingWindowSpec).
+layer has the same spec; with several kinds of one page size (the hybrid allocator), groups of
+`group_size` layers, group_size = the smallest layer count of the kinds, or the largest when it
+is under 1.5 x the smallest (_get_kv_cache_groups_uniform_page_size), each kind padded to whole
+groups. Every group shares one block pool, so a block costs page x group_size bytes and "GPU KV
+cache size" divides the blocks among the groups (x the smallest block size of the groups).
+Per request (each spec's max_memory_usage_bytes, kv_cache_interface.py): a full-attention layer
+needs ceil(L / block) blocks; a sliding one ceil(min(window - 1 + max_num_batched_tokens, L) /
+block) + 1 (SlidingWindowSpec); a chunked one ceil(min(chunk + max_num_batched_tokens, L) /
+block) (ChunkedLocalAttentionSpec); a linear-attention (Gated DeltaNet) one its state, one page
+(MambaSpec, mamba_cache_mode "none": prefix caching off, as 0.11 runs hybrid models).
+Linear layers (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): the
+state is the conv (conv_dim / tp x (kernel - 1)) and recurrent (value heads / tp x dk x dv)
+tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_cache_dtype
+"auto", gated_delta_net_state_dtype); the attention block is raised to 16 x ceil(state / (16 x
+attention bytes per token)) when larger than block_size, and the state page padded to the
+attention page (mamba_page_size_padded).
+Chunked layers: vLLM disables the hybrid allocator for them unless
+VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/config VllmConfig.__post_init__;
+False in 0.11.0's envs.py), and then sizes every layer as full attention.
 With the hybrid manager disabled, or before it (V0), every layer is sized as full attention.
-SGLang keeps one token pool over all layers; its sliding-window pool (swa_full_tokens_ratio)
-is not modelled here yet.
+SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only); gpt-oss
+(GptOssForCausalLM, model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
 """
 
 from __future__ import annotations
@@ -19,17 +35,22 @@ import functools
 from dataclasses import dataclass
 
 from calc.dtypes import dtype_bits
+from calc.layers import KINDS
 from calc.serving.memory import cdiv
+from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.sharding import check_parallel, kv_heads_per_gpu
+from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
 HYBRID_ALLOCATOR_FROM = (0, 10, 0)  # KV-cache groups for sliding + full layers in V1
+MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet) support, vLLM 0.10.2 release notes
+KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
+ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # "full_attention" | "sliding_attention"
+    kind: str  # "full_attention" | "sliding_attention" | "chunked_attention" | "linear_attention"
     layers: int  # layers per group (padded)
 
 
@@ -39,14 +60,33 @@ class KVLayout:
 
     groups: tuple[Group, ...]
     group_size: int  # layers sharing one block slot (max over groups)
-    rank_layers: tuple[int, ...]  # attention layers on each PP rank
-    kv_heads: int  # per TP rank
-    head_size: int
-    kv_bytes: int  # bytes per element
+    rank_layers: tuple[int, ...]  # layers on each PP rank
+    token_bytes: int  # one token of one attention layer on one rank
     sliding_window: int | None
+    chunk: int | None = None
+    state_bytes: int = 0  # one linear layer's state on one rank (unpadded)
+    mla: bool = False
+    kv_bytes: int = 2
+    kv_heads: int = 1  # per TP rank (MLA: 1)
+    head_size: int = 0  # (MLA: kv_lora_rank + qk_rope_head_dim)
+    sglang_swa: tuple[int, int] | None = None  # SGLang's sliding pool: (full, sliding) layers
+
+    def block_size(self, configured: int) -> int:
+        """The attention block vLLM uses: `block_size`, raised for a linear layer's state."""
+        if not self.state_bytes:
+            return configured
+        a = KERNEL_BLOCK_ALIGNMENT
+        return max(configured, a * cdiv(self.state_bytes, a * self.token_bytes))
 
     def page_bytes(self, block_size: int) -> int:
-        return 2 * block_size * self.kv_heads * self.head_size * self.kv_bytes
+        """One block of one layer (a linear layer's state is padded to this)."""
+        return block_size * self.token_bytes
+
+    def report_block(self, block_size: int, max_model_len: int) -> int:
+        """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
+        if any(g.kind == "linear_attention" for g in self.groups):
+            return _min(block_size, max_model_len)
+        return block_size
 
     def rank_group_size(self, rank: int) -> int:
         """Layers per group slot on one PP rank (one group: the rank's own layers)."""
@@ -58,26 +98,40 @@ class KVLayout:
         total = 0
         for g in self.groups:
             if g.kind == "sliding_attention":
-                n = self.sliding_window - 1 + max_num_batched_tokens
-                n = (
-                    min(n, max_model_len)
-                    if isinstance(max_model_len, int)
-                    else _np_min(n, max_model_len)
-                )
+                n = _min(self.sliding_window - 1 + max_num_batched_tokens, max_model_len)
                 total = total + cdiv(n, block_size) + 1
+            elif g.kind == "chunked_attention":
+                n = _min(self.chunk + max_num_batched_tokens, max_model_len)
+                total = total + cdiv(n, block_size)
+            elif g.kind == "linear_attention":
+                total = total + 1
             else:
                 total = total + cdiv(max_model_len, block_size)
         return total
 
     def cell_bytes(self) -> int:
         """SGLang: one token of every layer on the heaviest rank."""
-        return self.kv_heads * self.head_size * max(self.rank_layers) * 2 * self.kv_bytes
+        return self.token_bytes * max(self.rank_layers)
 
 
-def _np_min(a, b):
+def _min(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
     import numpy as np
 
     return np.minimum(a, b)
+
+
+def token_bytes(spec: ModelSpec, tp: int, kv_dtype: str) -> int:
+    """One token of one softmax layer on one TP rank."""
+    elems = KINDS["full_attention"].kv_elems_per_token(spec, "engine")
+    if not spec.is_mla:  # a rank keeps its KV heads (one, replicated, when tp > G)
+        elems = elems // spec.n_kv_heads * kv_heads_per_gpu(spec, tp)
+    return elems * dtype_bits(kv_dtype) // 8
+
+
+def _refuse(spec: ModelSpec, why: str):
+    raise ValueError(f"'model' {spec.name!r}: {why}, which kvcalc does not model yet")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,28 +144,64 @@ def kv_layout(
     version: tuple[int, int, int] = (0, 11, 0),
     partition: tuple[int, ...] | None = None,
     hybrid: bool = True,
+    chunked_hybrid: bool = False,
+    state_dtype: str = "bf16",
 ) -> KVLayout:
-    tp, pp = check_parallel(spec, tp, pp)
+    """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
+    `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
+    model dtype, which a linear layer's state is kept in."""
+    tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
-    nf, ns = spec.n_full_layers, spec.n_sliding_layers
-    kv_bytes = dtype_bits(kv_dtype) // 8
-    heads, d = kv_heads_per_gpu(spec, tp), spec.head_dim
-    grouped = engine == "vllm" and version >= HYBRID_ALLOCATOR_FROM and hybrid
-    if ns and nf and grouped:
+    counts = spec.attention_counts
+    if "sliding_attention" in counts and "chunked_attention" in counts:
+        _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")
+    tb = token_bytes(spec, tp, kv_dtype)
+    kb = dtype_bits(kv_dtype) // 8
+    heads = 1 if spec.is_mla else kv_heads_per_gpu(spec, tp)
+    size = spec.kv_lora_rank + spec.qk_rope_head_dim if spec.is_mla else spec.head_dim
+    common = dict(
+        sliding_window=spec.sliding_window,
+        chunk=spec.attention_chunk_size,
+        mla=spec.is_mla,
+        kv_bytes=kb,
+        kv_heads=heads,
+        head_size=size,
+    )
+    linear = counts.get("linear_attention", 0)
+    if engine == "sglang":
+        if linear or "chunked_attention" in counts:
+            _refuse(spec, "SGLang's pools for linear (Mamba) or chunked (Llama 4) layers")
+        if spec.family == "gpt-oss" and spec.n_sliding_layers and spec.n_full_layers:
+            if pp > 1:
+                _refuse(spec, "SGLang's sliding-window pool with pipeline parallelism")
+            common["sglang_swa"] = (spec.n_full_layers, spec.n_sliding_layers)
+        group = Group("full_attention", max(split))
+        return KVLayout((group,), max(split), split, tb, **common)
+    if linear:
+        if version < MAMBA_HYBRID_FROM:
+            _refuse(spec, "linear-attention layers before vLLM 0.10.2 (no Gated DeltaNet)")
+        if not hybrid:  # unify_hybrid_kv_cache_specs cannot make one spec of them
+            raise ValueError(
+                "Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
+                "to one unified type."
+            )
+        state = KINDS["linear_attention"].state_bits(spec, dtype_bits(state_dtype), "engine")
+        common["state_bytes"] = state // 8 // tp  # conv_dim / tp and value heads / tp
+    kinds = {k: n for k, n in counts.items() if k in ATTENTION or k == "linear_attention"}
+    if "chunked_attention" in kinds and not chunked_hybrid:
+        hybrid = False
+    grouped = version >= HYBRID_ALLOCATOR_FROM and hybrid
+    if len(kinds) > 1 and (grouped or linear):
         if pp > 1:
             raise ValueError(
-                "'pipeline_parallel_size' > 1 with sliding and full layers is not modelled "
+                "'pipeline_parallel_size' > 1 with several layer kinds is not modelled "
                 "yet (vLLM assigns each group's layers to ranks round-robin)"
             )
-        size = min(nf, ns)
-        if max(nf, ns) < size * 1.5:
-            size = max(nf, ns)
-        groups = tuple(
-            Group(kind, size)
-            for kind, n in (("full_attention", nf), ("sliding_attention", ns))
-            for _ in range(cdiv(n, size))
-        )
-        return KVLayout(groups, size, split, heads, d, kv_bytes, spec.sliding_window)
-    kind = "sliding_attention" if (ns and not nf and engine == "vllm") else "full_attention"
-    group = Group(kind, max(split))
-    return KVLayout((group,), max(split), split, heads, d, kv_bytes, spec.sliding_window)
+        size = min(kinds.values())
+        if max(kinds.values()) < size * 1.5:
+            size = max(kinds.values())
+        groups = tuple(Group(k, size) for k, n in kinds.items() for _ in range(cdiv(n, size)))
+        return KVLayout(groups, size, split, tb, **common)
+    only = next(iter(kinds)) if len(kinds) == 1 else "full_attention"
+    group = Group(only, max(split))
+    return KVLayout((group,), max(split), split, tb, **common)

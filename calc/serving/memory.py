@@ -157,6 +157,20 @@ def sglang_k_size_bytes(tokens, page_size, kv_heads, head_dim, layers, kv_bytes)
     return (tokens + page_size) * kv_heads * head_dim * layers * kv_bytes
 
 
+def sglang_swa_tokens(max_total_tokens, full_layers, swa_layers, swa_full_tokens_ratio):
+    """(full_layer_tokens, swa_layer_tokens): model_runner.set_num_token_hybrid shares the
+    token-layers of the one-pool budget so that the sliding pool holds ratio x the full one:
+    full = int(tokens x layers / (ratio x swa_layers + full_layers)), swa = int(full x ratio)."""
+    total = max_total_tokens * (full_layers + swa_layers)
+    denominator = swa_full_tokens_ratio * swa_layers + full_layers
+    full = total / denominator
+    if isinstance(full, np.ndarray):
+        full = full.astype(np.int64)
+        return full, (full * swa_full_tokens_ratio).astype(np.int64)
+    full = int(full)
+    return full, int(full * swa_full_tokens_ratio)
+
+
 def sglang_refusal(max_total_tokens):
     if max_total_tokens <= 0:
         return "Not enough memory. Please try to increase --mem-fraction-static."

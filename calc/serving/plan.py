@@ -108,7 +108,14 @@ def prepare(
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
     ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
     weights = rank_weight_bytes(spec, tp, pp, wd, ep, part)
-    lay = kv_layout(spec, tp, pp, kd, config.engine, config.version_tuple, part)
+    hybrid = chunked = True
+    if config.engine == "vllm":
+        hybrid = not config.disable_hybrid_kv_cache_manager
+        chunked = config.allow_chunked_local_attn_hybrid
+    state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
+    lay = kv_layout(
+        spec, tp, pp, kd, config.engine, config.version_tuple, part, hybrid, chunked, state_dtype
+    )
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])
@@ -161,7 +168,7 @@ def _overheads(spec, config, wd, calibration):
 
 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
-    B, L = config.block_size, config.max_model_len
+    B, L = lay.block_size(config.block_size), config.max_model_len
     page = lay.page_bytes(B)
     if given_gib is not None:
         act = nt = cg = None
@@ -178,7 +185,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     groups = len(lay.groups)
     lines = [f"Model loading took {weights[rank] / GIB:.4f} GiB"]
     if config.is_v1:
-        tokens = m.vllm_gpu_kv_cache_tokens(n, B, groups)
+        tokens = m.vllm_gpu_kv_cache_tokens(n, lay.report_block(B, L), groups)
         per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
         conc = m.vllm_max_concurrency(n, per_req, tokens, L)
         layers = lay.rank_group_size(rank)
@@ -246,20 +253,31 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         rest = m.sglang_rest_bytes(sg_total - w, sg_total, config.mem_fraction_static)
         source = "calibrated" if calibration else "derived"
     tokens = m.sglang_max_total_tokens(rest, cell, P)
-    k_size = m.sglang_k_size_bytes(
-        tokens, P, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
-    )
+    layers = max(lay.rank_layers)
+    lines = [f"Load weight end. mem usage={w / GIB:.2f} GB"]
+    if lay.mla:  # MLATokenToKVPool: one buffer, "KV size"
+        k_size = (tokens + P) * cell
+        lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
+    elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
+        full, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
+        lines.append(
+            f"Use Sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"
+        )
+        tokens, k_size = full, None
+    else:
+        k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
+        lines.append(
+            f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
+            f"V size: {k_size / GIB:.2f} GB"
+        )
     conc = tokens / L
     if config.max_running_requests:
         conc = min(conc, config.max_running_requests)
     refusal = m.sglang_refusal(tokens)
-    lines = [
-        f"Load weight end. mem usage={w / GIB:.2f} GB",
-        f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
-        f"V size: {k_size / GIB:.2f} GB",
+    lines.append(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
-        f"context_len={L}",
-    ]
+        f"context_len={L}"
+    )
     if refusal:
         lines.append(f"RuntimeError: {refusal}")
     return EnginePlan(
@@ -287,6 +305,6 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,
-        k_size_gib=round(k_size / GIB, 2),
+        k_size_gib=None if k_size is None else round(k_size / GIB, 2),
         log_lines=lines,
     )

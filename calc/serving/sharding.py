@@ -23,20 +23,17 @@ from math import ceil
 
 from calc.dtypes import dtype_bits
 from calc.params import norm_params
+from calc.serving.shard_layers import QUANTIZABLE, check_engine_parallel, layer_rank_bytes
 from calc.sharding import (
     DEFAULT_GROUP_SIZE,
     DEFAULT_SCALE_BYTES,
-    LINEAR_COMPONENTS,
     QUANTIZED_DTYPES,
     UNQUANTIZED_DTYPE,
-    check_parallel,
     quantized_bytes,
-    weight_params_per_gpu,
 )
 from calc.spec import ModelSpec
 
 VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
-LAYER_KEYS = ("attn/q", "attn/kv", "attn/o", "mlp", "router", "norm")
 
 
 def pp_layer_split(num_layers: int, pp: int, partition: tuple[int, ...] | None = None):
@@ -64,11 +61,13 @@ def rotary_cache_elements(spec: ModelSpec) -> int:
     """cos/sin table entries: max_position x rotary_dim (none for learned or ALiBi positions)."""
     if spec.position_embedding != "rope":
         return 0
-    return spec.max_position_embeddings * spec.head_dim
+    if spec.is_mla:  # DeepseekV2MLAAttention: get_rope(qk_rope_head_dim, ...)
+        return spec.max_position_embeddings * spec.qk_rope_head_dim
+    return spec.max_position_embeddings * spec.head_dim  # (partial rotary / YaRN: not modelled)
 
 
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
-    if wd in QUANTIZED_DTYPES and key in LINEAR_COMPONENTS:
+    if wd in QUANTIZED_DTYPES and key in QUANTIZABLE:
         return quantized_bytes(n, wd, *q)
     return quantized_bytes(n, UNQUANTIZED_DTYPE if wd in QUANTIZED_DTYPES else wd)
 
@@ -85,32 +84,30 @@ def rank_weight_bytes(
     scale_bytes: int = DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
 ) -> tuple[int, ...]:
-    """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike)."""
-    tp, pp = check_parallel(spec, tp, pp)
+    """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
+    each layer as calc.serving.shard_layers splits it."""
+    tp, pp = check_engine_parallel(spec, tp, pp)
     q = (group_size, scale_bytes, zero_point_bits)
-    L, h = spec.num_hidden_layers, spec.hidden_size
-    per_tp = weight_params_per_gpu(spec, tp, 1)  # all L layers, this TP rank's shards
+    h = spec.hidden_size
+    if ep > 1 and spec.is_moe and spec.num_local_experts % ep:
+        raise ValueError(
+            f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
+            f"{spec.num_local_experts}"
+        )
+    layers = layer_rank_bytes(spec, tp, ep, lambda n, comp: _bytes(n, comp, weight_dtype, q))
     final_norm = norm_params(spec) if spec.final_norm else 0
-    layer = {k: per_tp[k] // L for k in LAYER_KEYS}
-    layer["norm"] = (per_tp["norm"] - final_norm) // L
-    if ep > 1 and spec.is_moe:
-        if spec.num_local_experts % ep:
-            raise ValueError(
-                f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
-                f"{spec.num_local_experts}"
-            )
-        whole = weight_params_per_gpu(spec, 1, 1)["mlp"] // L  # every expert, unsplit
-        layer["mlp"] = whole // ep
-    layer_bytes = sum(_bytes(n, k, weight_dtype, q) for k, n in layer.items())
     rows = ceil(padded_vocab(spec.vocab_size) / tp)
     table = _bytes(rows * h, "embed", weight_dtype, q)
-    pos = _bytes(per_tp["pos_embed"], "pos_embed", weight_dtype, q)
+    pos = 0
+    if spec.position_embedding == "learned":  # replicated
+        pos = _bytes(spec.max_position_embeddings * h, "pos_embed", weight_dtype, q)
     rope = rotary_cache_elements(spec) * dtype_bits(_act_dtype(weight_dtype)) // 8
     norm_b = _bytes(final_norm, "norm", weight_dtype, q)
     out = []
-    split = pp_layer_split(L, pp, partition)
-    for r, n_layers in enumerate(split):
-        b = n_layers * layer_bytes + rope
+    start = 0
+    for r, n_layers in enumerate(pp_layer_split(spec.num_hidden_layers, pp, partition)):
+        b = sum(layers[start : start + n_layers]) + rope
+        start += n_layers
         if r == 0:
             b += table + pos
         if r == pp - 1:

@@ -1,0 +1,198 @@
+"""engine_plan for the layer-typed models: MLA, chunked, Gated DeltaNet, sinks, shared experts.
+
+Every expected value is the engine's own arithmetic written out here from its source:
+- vLLM vllm/v1/kv_cache_interface.py (page_size_bytes, max_memory_usage_bytes of
+  MLAAttentionSpec / ChunkedLocalAttentionSpec / SlidingWindowSpec / MambaSpec),
+  vllm/v1/core/kv_cache_utils.py (_get_kv_cache_groups_uniform_page_size: group size;
+  get_kv_cache_config_from_groups / get_num_blocks: available // page // group_size;
+  _report_kv_cache_config: num_blocks // groups x min block size),
+  vllm/model_executor/models/config.py HybridAttentionMambaModelConfig (attention block
+  16 x ceil(mamba page / (16 x attention bytes per token))),
+  vllm/model_executor/layers/mamba/mamba_utils.py gated_delta_net_state_shape;
+- vLLM's layer classes for weights (deepseek_v2.py DeepseekV2MLAAttention / DeepseekV2MoE);
+- SGLang python/sglang/srt/model_executor/model_runner.py (profile_max_num_token's MLA cell,
+  set_num_token_hybrid's sliding-window split).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calc.presets import load_preset
+from calc.serving.plan import engine_plan
+from calc.serving.shard_layers import layer_rank_params
+from calc.serving.sharding import rank_weight_bytes
+
+GIB = 2**30
+AVAIL = 40 * GIB  # the "Available KV cache memory" every case below is given
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def plan(model, gpu="h100-sxm", engine="vllm", **kw):
+    return engine_plan(model, gpu, engine, available_kv_gib=AVAIL / GIB, **kw)
+
+
+# --- weights ---------------------------------------------------------------------------------
+
+
+def test_deepseek_v3_moe_layer_on_a_tp8_rank():
+    # DeepseekV2MLAAttention: q_a_proj / kv_a_proj_with_mqa ReplicatedLinear, q_b_proj and
+    # kv_b_proj ColumnParallelLinear, o_proj RowParallelLinear; q_a/kv_a layernorms replicated.
+    h, H, tp = 7168, 128, 8
+    attn = (
+        h * 1536  # q_a_proj, replicated
+        + 1536 * H * (128 + 64) // tp  # q_b_proj
+        + h * (512 + 64)  # kv_a_proj_with_mqa, replicated
+        + 512 * H * (128 + 128) // tp  # kv_b_proj
+        + H * 128 * h // tp  # o_proj
+    )
+    # DeepseekV2MoE: gate ReplicatedLinear(h, 256); FusedMoE splits each expert's 2048 tp-ways;
+    # shared_experts DeepseekV2MLP(intermediate 2048 x 1) with the TP group.
+    moe = h * 256 + 256 * 3 * h * 2048 // tp + 3 * h * 2048 // tp
+    norms = 2 * h + 1536 + 512
+    got = layer_rank_params(load_preset("deepseek-v3"), 3, tp)
+    assert sum(got.values()) == attn + moe + norms
+    assert got["router"] == h * 256 and got["mlp/shared"] == 3 * h * 2048 // tp
+    dense = layer_rank_params(load_preset("deepseek-v3"), 0, tp)  # first_k_dense_replace = 3
+    assert dense["mlp"] == 3 * h * 18432 // tp
+
+
+def test_deepseek_v3_expert_parallel_holds_whole_experts():
+    h, ep = 7168, 8
+    got = layer_rank_params(load_preset("deepseek-v3"), 3, 8, ep)
+    assert got["mlp"] == 256 // ep * 3 * h * 2048  # 32 whole experts
+
+
+def test_deepseek_v3_rank_bytes_tp8_bf16():
+    # the sum of the layers, the vocab-parallel embedding and head (129280 rows, a multiple of 64,
+    # / 8), the final norm and the rotary cache over qk_rope_head_dim (get_rope(64, ...)).
+    s = load_preset("deepseek-v3")
+    layers = sum(sum(layer_rank_params(s, i, 8).values()) for i in range(61))
+    rows = 129280 // 8
+    want = 2 * (layers + 2 * rows * 7168 + 7168) + 163840 * 64 * 2
+    assert rank_weight_bytes(s, 8, 1, "bf16") == (want,)
+
+
+def test_gpt_oss_sinks_and_router_on_a_tp8_rank():
+    # OAIAttention: sinks of H / tp heads; MLPBlock: router ReplicatedLinear(h, E, bias=True)
+    got = layer_rank_params(load_preset("gpt-oss-120b"), 0, 8)
+    assert got["attn/sinks:vectors"] == 64 // 8
+    assert got["router"] == 2880 * 128 + 128
+
+
+# --- vLLM KV cache ---------------------------------------------------------------------------
+
+
+def test_deepseek_v3_tp8_mla_latent_pages():
+    # MLAAttentionSpec.real_page_size_bytes: block x num_kv_heads (1) x head_size (512 + 64) x
+    # 2 B, on every rank; one group of 61 layers; FullAttentionSpec needs ceil(L / 16) blocks.
+    p = plan("deepseek-v3", "h200", tensor_parallel_size=8, max_model_len=163840)
+    page = 16 * 1 * (512 + 64) * 2
+    blocks = AVAIL // page // 61
+    assert (p.page_bytes, p.num_gpu_blocks) == (page, blocks) == (18432, 38199)
+    assert p.gpu_kv_cache_tokens == blocks * 16
+    assert p.max_concurrency == pytest.approx(blocks / cdiv(163840, 16))
+
+
+def test_deepseek_v3_fp8_kv_halves_the_page():
+    p = plan("deepseek-v3", "h200", tensor_parallel_size=8, kv_cache_dtype="fp8")
+    assert p.page_bytes == 16 * 576 * 1
+
+
+def test_qwen3_next_tp4_mamba_page_raises_the_attention_block():
+    # gated_delta_net_state_shape at tp 4: conv (128*16*2 + 128*32) / 4 x (4 - 1),
+    # recurrent 32 / 4 x 128 x 128, both bf16 (mamba_cache_dtype auto = the model dtype).
+    mamba = ((128 * 16 * 2 + 128 * 32) // 4 * 3 + 32 // 4 * 128 * 128) * 2
+    per_token = 2 * 1 * 256 * 2  # K and V, 2 KV heads / 4 ranks -> 1 (replicated), head 256
+    block = 16 * cdiv(mamba, 16 * per_token)  # HybridAttentionMambaModelConfig
+    assert (mamba, block) == (274432, 272)
+    page = block * per_token  # the mamba page is padded to it
+    # 36 linear + 12 full layers: group size 12 (36 >= 1.5 x 12): 3 linear groups + 1 full
+    blocks = AVAIL // page // 12
+    L = 262144
+    p = plan("qwen3-next-80b-a3b", tensor_parallel_size=4, max_model_len=L)
+    assert (p.page_bytes, p.kv_groups, p.num_gpu_blocks) == (page, 4, blocks)
+    # _report_kv_cache_config: // 4 groups x the smallest block size (MambaSpec's is L)
+    assert p.gpu_kv_cache_tokens == blocks // 4 * 272
+    # MambaSpec.max_memory_usage_bytes ("none" mode): one page per linear group
+    assert p.max_concurrency == pytest.approx(blocks / (3 * 1 + cdiv(L, 272)))
+
+
+def test_qwen3_next_refusals():
+    with pytest.raises(ValueError, match="Hybrid KV cache manager is disabled"):
+        plan("qwen3-next-80b-a3b", tensor_parallel_size=4, disable_hybrid_kv_cache_manager=True)
+    with pytest.raises(ValueError, match="before vLLM 0.10.2"):
+        plan("qwen3-next-80b-a3b", tensor_parallel_size=4, version="0.10.1")
+    odd = load_preset("qwen3-next-80b-a3b").replace(linear_num_key_heads=2)
+    with pytest.raises(ValueError, match="'tp' must divide linear_num_key_heads=2"):
+        plan(odd, tensor_parallel_size=4)
+    with pytest.raises(ValueError, match="SGLang's pools for linear"):
+        plan("qwen3-next-80b-a3b", engine="sglang", tensor_parallel_size=4)
+
+
+def test_llama4_scout_chunked_layers():
+    page = 16 * 2 * (8 // 4) * 128 * 2  # tp 4: 2 KV heads a rank
+    L, mbt = 131072, 8192  # max_num_batched_tokens: V1 default on an 80 GiB H100
+    # default: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE off -> all 48 layers full
+    p = plan("llama-4-scout", tensor_parallel_size=4, max_model_len=L)
+    blocks = AVAIL // page // 48
+    assert (p.kv_groups, p.num_gpu_blocks) == (1, blocks)
+    assert p.max_concurrency == pytest.approx(blocks / cdiv(L, 16))
+    # with it: 36 chunked + 12 full -> groups of 12; ChunkedLocalAttentionSpec needs
+    # ceil(min(chunk + max_num_batched_tokens, L) / block) blocks
+    p = plan("llama-4-scout", tensor_parallel_size=4, max_model_len=L,
+             allow_chunked_local_attn_hybrid=True)  # fmt: skip
+    blocks = AVAIL // page // 12
+    assert (p.kv_groups, p.num_gpu_blocks) == (4, blocks)
+    assert p.gpu_kv_cache_tokens == blocks // 4 * 16
+    per_req = 3 * cdiv(min(8192 + mbt, L), 16) + cdiv(L, 16)
+    assert p.max_concurrency == pytest.approx(blocks / per_req)
+
+
+def test_gpt_oss_120b_sliding_groups():
+    # 18 sliding + 18 full layers: one group each of 18; SlidingWindowSpec needs
+    # ceil(min(128 - 1 + 8192, L) / 16) + 1 blocks
+    page = 16 * 2 * 8 * 64 * 2
+    p = plan("gpt-oss-120b", max_model_len=131072)
+    blocks = AVAIL // page // 18
+    assert (p.kv_groups, p.num_gpu_blocks) == (2, blocks)
+    assert p.gpu_kv_cache_tokens == blocks // 2 * 16
+    per_req = cdiv(131072, 16) + cdiv(127 + 8192, 16) + 1
+    assert p.max_concurrency == pytest.approx(blocks / per_req)
+
+
+# --- SGLang ----------------------------------------------------------------------------------
+
+
+def test_sglang_mla_token_pool():
+    # profile_max_num_token: cell = (kv_lora_rank + qk_rope_head_dim) x layers x 2 B;
+    # MLATokenToKVPool holds tokens + page_size rows of that cell ("KV size")
+    p = plan("deepseek-v3", "h200", "sglang", tensor_parallel_size=8)
+    cell = (512 + 64) * 61 * 2
+    tokens = AVAIL // cell
+    assert (p.page_bytes, p.gpu_kv_cache_tokens) == (cell, tokens) == (70272, 611191)
+    assert f"KV size: {(tokens + 1) * cell / GIB:.2f} GB" in p.log_lines[1]
+
+
+def test_sglang_gpt_oss_sliding_pool():
+    # set_num_token_hybrid: total = tokens x 36 layers; full = int(total / (0.8 x 18 + 18));
+    # swa = int(full x 0.8); max_total_num_tokens = full
+    cell = 2 * 8 * 64 * 2 * 36
+    tokens = AVAIL // cell
+    full = int(tokens * 36 / (0.8 * 18 + 18))
+    p = plan("gpt-oss-120b", engine="sglang")
+    assert p.gpu_kv_cache_tokens == full == 647268
+    assert f"swa_layer_tokens={int(full * 0.8)}" in p.log_lines[1]
+    p = plan("gpt-oss-120b", engine="sglang", swa_full_tokens_ratio=0.5)
+    assert p.gpu_kv_cache_tokens == int(tokens * 36 / (0.5 * 18 + 18))
+
+
+def test_sglang_gemma3_keeps_one_pool():
+    # is_hybrid_swa_model lists Llama4 / GptOss / MiMo / Step3p5 only: Gemma 3 sizes every
+    # layer as full attention
+    cell = 2 * 16 * 128 * 62 * 2
+    p = plan("gemma-3-27b", engine="sglang")
+    assert p.gpu_kv_cache_tokens == AVAIL // cell
