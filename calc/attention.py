@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from calc.dtypes import dtype_bits
 from calc.errors import check_count
+from calc.layers import KINDS, causal_pairs
 from calc.params import matmul_params
 from calc.spec import ModelSpec
 
@@ -37,40 +38,45 @@ def attention_pairs(n: int, causal: bool = True, window: int | None = None) -> i
 
 def _pairs(n: int, causal: bool, window: int | None = None) -> int:
     """attention_pairs without the argument checks, for callers that checked them."""
-    if not causal:
-        return n * n
-    if window is None or n <= window:
-        return n * (n + 1) // 2  # query i sees keys 0..i
-    return window * (window + 1) // 2 + (n - window) * window  # later queries see w keys
-
-
-def _pairs_all_layers(spec: ModelSpec, n: int, causal: bool) -> int:
-    full = spec.n_full_layers * _pairs(n, causal)
-    slid = spec.n_sliding_layers * _pairs(n, causal, spec.sliding_window)
-    return full + slid
+    return causal_pairs(n, window) if causal else n * n
 
 
 def attention_flops_prefill(
-    spec: ModelSpec, seq_len: int, batch: int = 1, causal: bool = True
+    spec: ModelSpec,
+    seq_len: int,
+    batch: int = 1,
+    causal: bool = True,
+    *,
+    mla_absorbed: bool = False,
 ) -> int:
-    """QK^T + AV FLOPs over all layers for a prefill of `seq_len` tokens."""
+    """QK^T + AV FLOPs over all layers for a prefill of `seq_len` tokens (linear-attention
+    layers: their per-token state work instead). MLA: naive per-head products by default,
+    `mla_absorbed` for scores and values taken in the latent space."""
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
-    per_pair = 4 * spec.num_attention_heads * spec.head_dim  # 2*H*d (QK^T) + 2*H*d (AV)
-    return batch * per_pair * _pairs_all_layers(spec, seq_len, causal)
+    total = 0
+    for kind, n in spec.attention_counts.items():
+        k = KINDS[kind]
+        per_layer = k.flops_per_pair(spec, mla_absorbed) * k.pairs(spec, seq_len, causal)
+        total += n * (per_layer + k.token_flops(spec) * seq_len)
+    return batch * total
 
 
-def attention_flops_decode(spec: ModelSpec, context: int, batch: int = 1) -> int:
+def attention_flops_decode(
+    spec: ModelSpec, context: int, batch: int = 1, *, mla_absorbed: bool = False
+) -> int:
     """QK^T + AV FLOPs over all layers for one new token attending to `context` tokens.
 
-    A sliding layer attends to at most `sliding_window` of them.
+    A sliding layer attends to at most `sliding_window` of them, a chunked layer to its chunk.
     """
     context = check_count("context", context, allow_zero=True)
     batch = check_count("batch", batch)
-    keys = spec.n_full_layers * context
-    if spec.n_sliding_layers:
-        keys += spec.n_sliding_layers * min(context, spec.sliding_window)
-    return batch * 4 * spec.num_attention_heads * spec.head_dim * keys
+    total = 0
+    for kind, n in spec.attention_counts.items():
+        k = KINDS[kind]
+        total += n * (k.flops_per_pair(spec, mla_absorbed) * k.decode_keys(spec, context))
+        total += n * k.token_flops(spec)
+    return batch * total
 
 
 def score_matrix_bytes(spec: ModelSpec, seq_len: int, batch: int = 1, dtype: str = "bf16") -> int:
@@ -90,26 +96,38 @@ def fused_attention_bytes(
     """
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
-    out = -(-batch * seq_len * spec.q_dim * dtype_bits(dtype) // 8)
+    out = -(-batch * seq_len * spec.num_attention_heads * spec.v_dim * dtype_bits(dtype) // 8)
     row_stats = batch * spec.num_attention_heads * seq_len * 4  # fp32 logsumexp
     return out + row_stats
 
 
 def forward_flops_prefill(
-    spec: ModelSpec, seq_len: int, batch: int = 1, causal: bool = True
+    spec: ModelSpec,
+    seq_len: int,
+    batch: int = 1,
+    causal: bool = True,
+    *,
+    mla_absorbed: bool = False,
 ) -> int:
     """Whole forward over a prompt: 2 x matmul params per token + attention."""
     # check before multiplying: 2 * "8" * params would build a string, not raise
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
     dense = 2 * batch * seq_len * matmul_params(spec)
-    return dense + attention_flops_prefill(spec, seq_len, batch, causal)
+    return dense + attention_flops_prefill(spec, seq_len, batch, causal, mla_absorbed=mla_absorbed)
 
 
-def forward_flops_decode(spec: ModelSpec, context: int, batch: int = 1) -> int:
-    """One decode step (one token per sequence) at `context` tokens of cache."""
+def forward_flops_decode(
+    spec: ModelSpec, context: int, batch: int = 1, *, mla_absorbed: bool = False
+) -> int:
+    """One decode step (one token per sequence) at `context` tokens of cache.
+
+    MLA: `mla_absorbed=True` is a decode against the latent cache (the engines' way, and
+    kv_cache_bytes' default "engine" convention); False the naive per-head products over an
+    expanded K/V cache (transformers' convention)."""
     batch = check_count("batch", batch)  # before 2 * batch: a str would repeat, not raise
-    return 2 * batch * matmul_params(spec) + attention_flops_decode(spec, context, batch)
+    attn = attention_flops_decode(spec, context, batch, mla_absorbed=mla_absorbed)
+    return 2 * batch * matmul_params(spec) + attn
 
 
 def training_flops_per_token(spec: ModelSpec, seq_len: int) -> float:

@@ -36,7 +36,7 @@ from calc.errors import format_error
 
 PROG = "kvcalc"
 # Modules that add subcommands (see the module docstring); e.g. "calc.validate.cli".
-EXTENSIONS: tuple[str, ...] = ("calc.plan_cli", "calc.validate.cli")
+EXTENSIONS: tuple[str, ...] = ("calc.plan_cli", "calc.validate.cli", "calc.serving.cli")
 BUILTIN_COMMANDS: tuple[str, ...] = ("presets", "show", "kv", "attention", "compare", "errata")
 
 

@@ -34,6 +34,12 @@ def to_hf_config(spec: ModelSpec, model_type: str | None = None) -> dict:
     >>> d["model_type"], d["num_key_value_heads"]
     ('llama', 8)
     """
+    modern = modern_features(spec)
+    if modern:
+        raise ValueError(
+            f"transformers has no model_type for {spec.name!r} among the exported 2023 families "
+            f"({', '.join(_EXPORTERS)}): it has {modern}; build it from its own config.json"
+        )
     if model_type is not None:
         if model_type not in _EXPORTERS:
             supported = ", ".join(_EXPORTERS)
@@ -52,6 +58,21 @@ def to_hf_config(spec: ModelSpec, model_type: str | None = None) -> dict:
         raise ValueError(f"{spec.name!r} cannot be transformers model_type {model_type!r}: {e}")
     why = "; ".join(f"{', '.join(mts)}: {reason}" for reason, mts in reasons.items())
     raise ValueError(f"transformers has no model_type for {spec.name!r} ({why})")
+
+
+# fields the 2023 families' exporters below do not express
+_MODERN_FIELDS = (
+    "kv_lora_rank", "attention_chunk_size", "linear_num_key_heads", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "router_bias", "e_score_correction_bias", "qk_norm",
+    "attention_sinks", "attn_output_gate", "fused_qkv", "fused_gate_up",
+    "num_nextn_predict_layers", "mlp_layer_types", "mlp_layer_pattern",
+)  # fmt: skip
+
+
+def modern_features(spec: ModelSpec) -> str:
+    given = spec.model_dump(exclude_defaults=True)
+    found = [f for f in _MODERN_FIELDS if f in given]
+    return ", ".join(f"{f}={given[f]!r}" for f in found)
 
 
 def _base(spec: ModelSpec, mt: str) -> dict:

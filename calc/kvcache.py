@@ -1,11 +1,17 @@
-"""KV-cache size: 2 x layers x KV heads x head_dim x tokens x bytes per element.
+"""KV-cache size: per layer kind, tokens kept x elements per token x bytes, plus constant states.
 
-Sliding-window convention: a sliding layer keeps `min(tokens, window)` tokens (vLLM-style: the
-window itself, then rounded up to whole blocks when `block_size` is given). Transformers'
-sliding caches keep `window - 1` tokens; pass `window_tokens="window-1"` to model that.
-Paged rounding (`block_size`) rounds each sequence's tokens per layer up to whole blocks.
-But: no quantization scales for fp8/int8/int4 caches (a per-tensor scale is negligible; a
-per-token one is not, and is not counted), no prefix sharing between sequences.
+A softmax layer caches K and V: 2 x KV heads x head_dim elements per token (MLA: one latent of
+kv_lora_rank + qk_rope_head_dim); a sliding layer keeps at most its window of tokens, a chunked
+layer its chunk, a linear-attention layer no tokens but a fixed conv + recurrent state per
+sequence. The formulas live with the layer kinds (calc/layers.py); here they are summed over the
+model's layer groups.
+
+Conventions (`convention`, or the older `window_tokens`): "engine" (default) is what the
+architecture needs, as vLLM / SGLang allocate it; "transformers" (= `window_tokens="window-1"`)
+is what transformers' DynamicCache holds: window - 1 tokens in sliding and chunked layers, full
+per-head K and V for MLA, a conv state of `kernel` columns. Paged rounding (`block_size`) rounds
+each sequence's tokens per layer up to whole blocks.
+But: no quantization scales for fp8/int8/int4 caches, no prefix sharing between sequences.
 
 >>> from calc.presets import load_preset
 >>> kv_cache_bytes(load_preset("llama-1-65b"), 2048, dtype="fp16")   # 2*80*64*128*2048*2
@@ -18,6 +24,7 @@ from typing import Literal
 
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
+from calc.layers import KINDS, Convention, convention_of
 from calc.spec import ModelSpec
 
 WindowTokens = Literal["window", "window-1"]
@@ -27,29 +34,77 @@ def cached_tokens(
     spec: ModelSpec,
     seq_len: int,
     *,
-    sliding: bool,
+    sliding: bool | None = None,
+    kind: str | None = None,
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
+    convention: Convention | None = None,
 ) -> int:
-    """Tokens one sequence keeps in one layer's cache after seeing `seq_len` tokens."""
-    n = seq_len
-    if sliding and spec.sliding_window is not None:
-        w = spec.sliding_window - (1 if window_tokens == "window-1" else 0)
-        n = min(n, w)
+    """Tokens one sequence keeps in one layer of `kind` (or `sliding`) after `seq_len` tokens."""
+    conv = convention_of(window_tokens, convention)
+    if kind is None:
+        kind = "sliding_attention" if sliding else "full_attention"
+    n = KINDS[kind].cached_tokens(spec, seq_len, conv)
     if block_size is not None:
         n = -(-n // block_size) * block_size  # whole blocks
     return n
 
 
-def kv_bytes_per_token_per_layer(spec: ModelSpec, dtype: str = "bf16") -> int:
-    """K and V of one token in one layer: 2 x G x head_dim x bytes."""
-    bits = 2 * spec.n_kv_heads * spec.head_dim * dtype_bits(dtype)
-    return -(-bits // 8)
+def kv_bytes_per_token_per_layer(
+    spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
+) -> int:
+    """One token in one softmax-attention layer: K and V (2 x G x head_dim), or MLA's latent."""
+    kind = next((g.attention for g in spec.layer_groups if g.attention != "linear_attention"), None)
+    if kind is None:
+        return 0
+    return -(-KINDS[kind].kv_elems_per_token(spec, convention) * dtype_bits(dtype) // 8)
 
 
-def kv_bytes_per_token(spec: ModelSpec, dtype: str = "bf16") -> int:
+def kv_bytes_per_token(
+    spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
+) -> int:
     """One more token of context, all layers, before any window caps it."""
-    return spec.num_hidden_layers * kv_bytes_per_token_per_layer(spec, dtype)
+    bits = dtype_bits(dtype)
+    total = 0
+    for kind, n in spec.attention_counts.items():
+        total += n * -(-KINDS[kind].kv_elems_per_token(spec, convention) * bits // 8)
+    return total
+
+
+def state_bytes_per_sequence(
+    spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
+) -> int:
+    """The constant per-sequence state of all linear-attention layers (0 without them)."""
+    canonical_dtype(dtype)
+    n = spec.attention_counts.get("linear_attention", 0)
+    if not n:
+        return 0
+    return n * -(-KINDS["linear_attention"].state_elems(spec, convention) * dtype_bits(dtype) // 8)
+
+
+def kv_cache_group_bytes(
+    spec: ModelSpec,
+    seq_len: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    *,
+    block_size: int | None = None,
+    window_tokens: WindowTokens = "window",
+    convention: Convention | None = None,
+) -> dict[str, int]:
+    """{attention type: bytes of one such layer} for `batch` sequences of `seq_len` tokens."""
+    seq_len, batch, block_size = _validate(seq_len, batch, dtype, block_size)
+    conv = convention_of(window_tokens, convention)
+    bits = dtype_bits(dtype)
+    size = {}
+    for kind in spec.attention_counts:
+        k = KINDS[kind]
+        t = k.cached_tokens(spec, seq_len, conv)
+        if block_size is not None:
+            t = -(-t // block_size) * block_size  # whole blocks
+        elems = t * k.kv_elems_per_token(spec, conv) + k.state_elems(spec, conv)
+        size[kind] = -(-(batch * elems * bits) // 8)
+    return size
 
 
 def kv_cache_layer_bytes(
@@ -60,10 +115,14 @@ def kv_cache_layer_bytes(
     *,
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
+    convention: Convention | None = None,
 ) -> list[int]:
     """Bytes per layer (index = layer), for `batch` sequences of `seq_len` tokens."""
-    size = _bytes_per_layer_kind(spec, seq_len, batch, dtype, block_size, window_tokens)
-    return [size[s] for s in spec.layer_is_sliding]
+    size = kv_cache_group_bytes(
+        spec, seq_len, batch, dtype, block_size=block_size, window_tokens=window_tokens,
+        convention=convention,
+    )  # fmt: skip
+    return [size[t] for t in spec.attention_types]
 
 
 def kv_cache_bytes(
@@ -74,39 +133,24 @@ def kv_cache_bytes(
     *,
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
+    convention: Convention | None = None,
 ) -> int:
-    """Total KV-cache bytes for `batch` sequences of `seq_len` tokens each.
+    """Total cache bytes (KV and constant states) for `batch` sequences of `seq_len` tokens.
 
     The same as `sum(kv_cache_layer_bytes(...))`, by layer kind rather than layer by layer.
     """
-    size = _bytes_per_layer_kind(spec, seq_len, batch, dtype, block_size, window_tokens)
-    return spec.n_full_layers * size.get(False, 0) + spec.n_sliding_layers * size.get(True, 0)
+    size = kv_cache_group_bytes(
+        spec, seq_len, batch, dtype, block_size=block_size, window_tokens=window_tokens,
+        convention=convention,
+    )  # fmt: skip
+    return sum(n * size[kind] for kind, n in spec.attention_counts.items())
 
 
-def _bytes_per_layer_kind(
-    spec: ModelSpec, seq_len, batch, dtype, block_size, window_tokens
-) -> dict[bool, int]:
-    """{sliding: bytes of one such layer} for the kinds the model has: a layer's bytes depend
-    only on whether it slides, so each kind is computed once."""
-    seq_len, batch, block_size = _validate(seq_len, batch, dtype, block_size, window_tokens)
-    per = 2 * spec.n_kv_heads * spec.head_dim * dtype_bits(dtype)  # bits per cached token
-    size = {}
-    for n_layers, sliding in ((spec.n_full_layers, False), (spec.n_sliding_layers, True)):
-        if n_layers:
-            t = cached_tokens(
-                spec, seq_len, sliding=sliding, block_size=block_size, window_tokens=window_tokens
-            )
-            size[sliding] = -(-(batch * t * per) // 8)
-    return size
-
-
-def _validate(seq_len, batch, dtype, block_size, window_tokens) -> tuple[int, int, int | None]:
+def _validate(seq_len, batch, dtype, block_size) -> tuple[int, int, int | None]:
     """The checked counts as Python ints; raises naming the first bad argument."""
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
     canonical_dtype(dtype)
     if block_size is not None:
         block_size = check_count("block_size", block_size)
-    if window_tokens not in ("window", "window-1"):
-        raise ValueError(f"'window_tokens' must be 'window' or 'window-1': got {window_tokens!r}")
     return seq_len, batch, block_size

@@ -4,8 +4,15 @@ Conventions (each matches `sum(p.numel() for p in model.parameters())` of the Hu
 built from the same config):
 - tied input/output embeddings are counted once, under "embed" ("lm_head" is then 0);
 - biases are counted with the weight they belong to ("attn/q" holds q_proj.weight + q_proj.bias);
-- "norm" holds every norm in the blocks plus the final norm (weight, and bias for LayerNorm);
-- a MoE layer's experts are all counted in "mlp"; its gate (router) is "router".
+- "norm" holds every norm: the blocks', the final one, q/k norms, MLA's latent norms and the
+  linear-attention output norm (weight, and bias for LayerNorm);
+- a MoE layer's routed experts are "mlp", its shared experts (and their gate) "mlp/shared", its
+  router (and router bias) "router"; DeepSeek's e_score_correction_bias is a buffer, not counted;
+- "attn/linear" is a Gated-DeltaNet layer (projections, conv, dt_bias, A_log);
+  "attn/sinks" gpt-oss's per-head sink logits; "mtp" DeepSeek's next-token-prediction layers,
+  0 unless `include_mtp` (the papers' totals and transformers leave them out).
+Every weight matrix is listed once, by `linear_layers` (module names as transformers has them);
+the counts and the FLOP-relevant `matmul_params` are sums over that list.
 
 >>> from calc.spec import ModelSpec
 >>> s = ModelSpec(name="t", num_hidden_layers=1, hidden_size=4, num_attention_heads=2,
@@ -16,7 +23,22 @@ built from the same config):
 
 from __future__ import annotations
 
+from calc.linears import Linear, linear_layers, mtp_layer_linears
 from calc.spec import ModelSpec
+
+__all__ = [
+    "COMPONENTS",
+    "Linear",
+    "active_param_count",
+    "expert_params",
+    "linear_layers",
+    "matmul_params",
+    "non_embedding_param_count",
+    "norm_params",
+    "layer_breakdown",
+    "param_breakdown",
+    "param_count",
+]
 
 COMPONENTS: tuple[str, ...] = (
     "embed",
@@ -24,58 +46,105 @@ COMPONENTS: tuple[str, ...] = (
     "attn/q",
     "attn/kv",
     "attn/o",
+    "attn/linear",
+    "attn/sinks",
     "mlp",
+    "mlp/shared",
     "router",
     "norm",
+    "mtp",
     "lm_head",
 )
 
 
-def norm_params(spec: ModelSpec) -> int:
-    """Parameters of one norm over the hidden size."""
-    h = spec.hidden_size
-    return 2 * h if spec.norm_kind == "layernorm" else h  # weight (+ bias for LayerNorm)
+def norm_params(spec: ModelSpec, width: int | None = None) -> int:
+    """Parameters of one norm over `width` (default: the hidden size)."""
+    w = spec.hidden_size if width is None else width
+    return 2 * w if spec.norm_kind == "layernorm" else w  # weight (+ bias for LayerNorm)
 
 
 def expert_params(spec: ModelSpec) -> int:
-    """One MLP (one expert for MoE), weights and biases."""
-    h, f = spec.hidden_size, spec.intermediate_size
-    if spec.mlp_kind == "gated":
-        weights = 3 * h * f  # gate_proj, up_proj: h x f; down_proj: f x h
-        biases = 2 * f + h
-    else:
-        weights = 2 * h * f  # up (c_fc / dense_h_to_4h): h x f; down: f x h
-        biases = f + h
-    return weights + (biases if spec.mlp_bias else 0)
+    """One routed expert (one MLP for a dense model), weights and biases."""
+    from calc.linears import _ffn
+
+    f = spec.expert_intermediate_size
+    return sum(x.numel for x in _ffn(spec, "mlp", "", f, 1, spec.mlp_bias, False))
 
 
-def layer_breakdown(spec: ModelSpec) -> dict[str, int]:
-    """One decoder block, by component (all blocks are the same shape)."""
-    h, q, kv = spec.hidden_size, spec.q_dim, spec.kv_dim
-    return {
-        "attn/q": h * q + (q if spec.qkv_bias else 0),  # W_q: h x (H * d)
-        "attn/kv": 2 * (h * kv + (kv if spec.qkv_bias else 0)),  # W_k, W_v: h x (G * d)
-        "attn/o": q * h + (h if spec.attn_out_bias else 0),  # W_o: (H * d) x h
-        "mlp": spec.num_local_experts * expert_params(spec),
-        "router": h * spec.num_local_experts if spec.is_moe else 0,  # gate: h x E, no bias
-        "norm": spec.norms_per_block * norm_params(spec),
-    }
+def _extras(spec: ModelSpec) -> dict[str, int]:
+    """Parameters outside the weight matrices: tables, norms, sinks, conv and decay vectors."""
+    h = spec.hidden_size
+    out = dict.fromkeys(COMPONENTS, 0)
+    out["embed"] = spec.vocab_size * h  # token embedding table
+    if spec.position_embedding == "learned":
+        out["pos_embed"] = spec.max_position_embeddings * h  # GPT-2 wpe
+    counts = spec.attention_counts
+    softmax = spec.num_hidden_layers - counts.get("linear_attention", 0)
+    norms = spec.num_hidden_layers * spec.norms_per_block * norm_params(spec)
+    norms += norm_params(spec) if spec.final_norm else 0
+    H, G, d = spec.num_attention_heads, spec.n_kv_heads, spec.head_dim
+    if spec.qk_norm == "head":  # RMSNorm(head_dim) on q and on k (Qwen3, Gemma 3)
+        norms += softmax * 2 * d
+    elif spec.qk_norm == "full":  # over all heads: H*d for q, G*d for k (OLMo 2, Cohere)
+        norms += softmax * (H + G) * d
+    if spec.is_mla:  # q_a_layernorm, kv_a_layernorm (RMSNorm over the latent ranks)
+        norms += softmax * ((spec.q_lora_rank or 0) + spec.kv_lora_rank)
+    if spec.attention_sinks:
+        out["attn/sinks"] = softmax * H
+    n_lin = counts.get("linear_attention", 0)
+    if n_lin:
+        nv, k = spec.linear_num_value_heads, spec.linear_conv_kernel_dim
+        from calc.layers import Linear as LinearKind
+
+        conv = LinearKind.conv_dim(spec) * k  # depthwise conv1d weight, no bias
+        out["attn/linear"] += n_lin * (conv + 2 * nv)  # + dt_bias and A_log, one per value head
+        norms += n_lin * spec.linear_value_head_dim  # gated RMSNorm over one value head
+    out["norm"] = norms
+    return out
+
+
+def _mtp_extras(spec: ModelSpec) -> int:
+    """One MTP module besides its matrices: its block's norms (and MLA's latent norms), enorm,
+    hnorm and the shared head's norm (DeepSeek-V3 report §2.2; its checkpoint's layer 61)."""
+    block = spec.norms_per_block * norm_params(spec)
+    if spec.is_mla:
+        block += (spec.q_lora_rank or 0) + spec.kv_lora_rank
+    return block + 3 * norm_params(spec)  # + enorm, hnorm, shared_head.norm
 
 
 def param_breakdown(spec: ModelSpec) -> dict[str, int]:
     """Parameters per component over the whole model, in `COMPONENTS` order."""
-    L, h, V = spec.num_hidden_layers, spec.hidden_size, spec.vocab_size
-    layer = layer_breakdown(spec)
-    out = dict.fromkeys(COMPONENTS, 0)
-    out["embed"] = V * h  # token embedding table
-    if spec.position_embedding == "learned":
-        out["pos_embed"] = spec.max_position_embeddings * h  # GPT-2 wpe
-    for key, n in layer.items():
-        out[key] = L * n
-    if spec.final_norm:
-        out["norm"] += norm_params(spec)
-    out["lm_head"] = 0 if spec.tie_word_embeddings else V * h  # no bias in any supported model
-    return out
+    memo = spec.memo
+    if "breakdown" not in memo:
+        out = _extras(spec)
+        for lin in linear_layers(spec):
+            out[lin.component] += lin.count * lin.numel
+        if spec.include_mtp:
+            mtp = sum(lin.count * lin.numel for lin in mtp_layer_linears(spec))
+            out["mtp"] = spec.num_nextn_predict_layers * (mtp + _mtp_extras(spec))
+        memo["breakdown"] = out
+    return dict(memo["breakdown"])
+
+
+def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
+    """One decoder block (the one at index `layer`), by component: its matrices and biases,
+    its norms (block, q/k, latent) and per-layer vectors (sinks, conv, decay)."""
+    from calc.linears import _attention, _mlp
+
+    L = spec.num_hidden_layers
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -L <= layer < L:
+        raise ValueError(f"'layer' must be a layer index < {L}: got {layer!r}")
+    kind, mlp = spec.layer_kinds[layer]
+    one = spec.replace(
+        num_hidden_layers=1, layer_types=[kind], layer_pattern=None, mlp_layer_types=[mlp],
+        mlp_layer_pattern=None, sliding_window_pattern=None, tie_word_embeddings=True,
+        position_embedding="rope", final_norm=False, include_mtp=False,
+    )  # fmt: skip
+    out = _extras(one)
+    out["embed"] = 0
+    for lin in _attention(one, kind, 1, "") + _mlp(one, mlp, 1, ""):
+        out[lin.component] += lin.numel
+    return {k: v for k, v in out.items() if k not in ("embed", "pos_embed", "lm_head", "mtp")}
 
 
 def param_count(spec: ModelSpec) -> int:
@@ -84,39 +153,33 @@ def param_count(spec: ModelSpec) -> int:
 
 
 def active_param_count(spec: ModelSpec) -> int:
-    """Parameters a token passes through: a MoE layer uses `num_experts_per_tok` experts."""
-    return _active(spec, param_count(spec))
+    """Parameters a token passes through: a MoE layer uses `num_experts_per_tok` of its routed
+    experts (shared experts, the router and everything else always)."""
+    idle = sum((lin.count - lin.active_count(spec)) * lin.numel for lin in linear_layers(spec))
+    return param_count(spec) - idle
 
 
 def non_embedding_param_count(spec: ModelSpec) -> int:
     """Total less the token and position tables (an untied LM head is kept, as Kaplan et al.)."""
-    return _non_embedding(param_breakdown(spec))
-
-
-def _active(spec: ModelSpec, total: int) -> int:
-    idle = spec.num_local_experts - spec.num_experts_per_tok  # experts a token skips, per layer
-    return total - spec.num_hidden_layers * idle * expert_params(spec)
-
-
-def _non_embedding(breakdown: dict[str, int]) -> int:
-    return sum(breakdown.values()) - breakdown["embed"] - breakdown["pos_embed"]
+    b = param_breakdown(spec)
+    return sum(b.values()) - b["embed"] - b["pos_embed"]
 
 
 def matmul_params(spec: ModelSpec, active: bool = True) -> int:
     """Weights that multiply an activation once per token: the FLOP-relevant count.
 
-    Excludes embedding lookups, norms and biases (adds, not multiply-adds); includes the LM head
-    even when tied (it is still a V x h matmul). With `active`, a MoE layer counts only the
-    experts a token is routed to.
+    Every matrix of `linear_layers` (no biases, norms or embedding lookups: adds, not
+    multiply-adds), the LM head even when tied (it is still a V x h matmul); with `active`, a MoE
+    layer counts only the routed experts a token goes to. MTP layers are not run per token.
     """
-    h, f, q, kv = spec.hidden_size, spec.intermediate_size, spec.q_dim, spec.kv_dim
-    n_mats = 3 if spec.mlp_kind == "gated" else 2
-    experts = spec.num_experts_per_tok if active else spec.num_local_experts
-    per_layer = (
-        h * q  # W_q
-        + 2 * h * kv  # W_k, W_v
-        + q * h  # W_o
-        + experts * n_mats * h * f  # MLP (routed experts)
-        + (h * spec.num_local_experts if spec.is_moe else 0)  # router logits
-    )
-    return spec.num_hidden_layers * per_layer + spec.vocab_size * h  # + LM head
+    key = ("matmul", active)
+    memo = spec.memo
+    if key not in memo:
+        total = 0
+        for lin in linear_layers(spec):
+            n = lin.active_count(spec) if active else lin.count
+            total += n * lin.in_features * lin.out_features
+        if spec.tie_word_embeddings:
+            total += spec.vocab_size * spec.hidden_size
+        memo[key] = total
+    return memo[key]

@@ -158,6 +158,9 @@ def add_commands(subparsers) -> None:
         metavar="F",
         help="decode HBM bandwidth efficiency (default 0.8)",
     )
+    from calc.serving.cli import add_engine_args
+
+    add_engine_args(p)  # --engine: the engine-exact plan (calc.serving)
 
     p = add_command(
         subparsers,
@@ -194,6 +197,10 @@ def add_commands(subparsers) -> None:
 
 
 def cmd_plan(args) -> int:
+    if args.engine:
+        from calc.serving.cli import cmd_engine_plan
+
+        return cmd_engine_plan(args)
     from calc.hardware import resolve_hardware
     from calc.plan import plan
     from calc.presets import resolve_model

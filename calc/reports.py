@@ -18,7 +18,7 @@ from calc.kvcache import (
     kv_cache_bytes,
     kv_cache_layer_bytes,
 )
-from calc.params import _active, _non_embedding, param_breakdown
+from calc.params import active_param_count, non_embedding_param_count, param_breakdown
 from calc.results import (
     AttentionComparison,
     AttentionReport,
@@ -36,8 +36,8 @@ def params_report(spec: ModelSpec) -> ParamReport:
         model=spec.name,
         breakdown=b,
         total=total,
-        active_per_token=_active(spec, total),
-        non_embedding=_non_embedding(b),
+        active_per_token=active_param_count(spec),
+        non_embedding=non_embedding_param_count(spec),
         published=spec.published_params,
     )
 

@@ -31,7 +31,9 @@ But: no expert parallelism, no sequence parallelism. What the rest of a GPU's me
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from math import ceil
+from types import MappingProxyType
 
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
@@ -52,6 +54,7 @@ UNQUANTIZED_DTYPE = "bf16"  # embedding, LM head, norms and router of a quantize
 def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
     """tp and pp as ints, or a ValueError naming the rule that fails."""
     tp, pp = check_count("tp", tp), check_count("pp", pp)
+    check_plannable(spec)
     H, G, L = spec.num_attention_heads, spec.n_kv_heads, spec.num_hidden_layers
     if H % tp:
         raise ValueError(f"'tp' must divide num_attention_heads={H}: got {tp}")
@@ -60,6 +63,26 @@ def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
     if pp > L:
         raise ValueError(f"'pp' must be at most num_hidden_layers={L}: got {pp}")
     return tp, pp
+
+
+def check_plannable(spec: ModelSpec) -> None:
+    """The memory planner models uniform layers of full or sliding GQA attention and one MLP
+    kind; anything else is refused by name rather than planned wrong."""
+    kinds = set(spec.attention_counts) - {"full_attention", "sliding_attention"}
+    why = (
+        "MLA attention" if spec.is_mla
+        else f"{sorted(kinds)[0]} layers" if kinds
+        else "shared experts" if spec.shared_expert_intermediate_size
+        else "dense and MoE layers mixed" if spec.is_moe and spec.n_moe_layers != spec.num_hidden_layers
+        else "attention sinks or gates" if spec.attention_sinks or spec.attn_output_gate
+        else "router biases" if spec.router_bias
+        else None
+    )  # fmt: skip
+    if why:
+        raise ValueError(
+            f"'model' {spec.name!r} has {why}, which this memory planner does not model yet: "
+            "see kvcalc kv / attention for its cache and FLOPs"
+        )
 
 
 def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:
@@ -76,8 +99,11 @@ def kv_replication(spec: ModelSpec, tp: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> dict[str, int]:
-    """Parameters on the most loaded GPU, per component of calc.params.param_breakdown."""
+def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> Mapping[str, int]:
+    """Parameters on the most loaded GPU, per component of calc.params.param_breakdown.
+
+    Cached, so the mapping is read-only: a caller that changed it would change every later
+    answer for the same arguments (copy it with dict(...) to edit)."""
     tp, pp = check_parallel(spec, tp, pp)
     L, h, V = spec.num_hidden_layers, spec.hidden_size, spec.vocab_size
     total = param_breakdown(spec)
@@ -109,7 +135,7 @@ def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> dict[str
     else:
         out["lm_head"] = rows * h
         out["norm"] += final_norm
-    return out
+    return MappingProxyType(out)
 
 
 def quantized_bytes(
@@ -141,8 +167,9 @@ def weight_bytes_per_gpu(
     group_size: int = DEFAULT_GROUP_SIZE,
     scale_bytes: int = DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
-) -> dict[str, int]:
-    """Bytes per component on the most loaded GPU (see the module docstring for dtypes)."""
+) -> Mapping[str, int]:
+    """Bytes per component on the most loaded GPU (see the module docstring for dtypes); a
+    read-only mapping, as weight_params_per_gpu's."""
     wd = canonical_dtype(weight_dtype)
     group_size = check_count("group_size", group_size)
     scale_bytes = check_count("scale_bytes", scale_bytes, allow_zero=True)
@@ -155,4 +182,4 @@ def weight_bytes_per_gpu(
             out[key] = quantized_bytes(n, wd, group_size, scale_bytes, zero_point_bits)
         else:
             out[key] = quantized_bytes(n, UNQUANTIZED_DTYPE if quantized else wd)
-    return out
+    return MappingProxyType(out)

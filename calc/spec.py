@@ -1,14 +1,17 @@
 """The model spec: one frozen, validated description of a decoder-only transformer.
 
 Field names follow Hugging Face `config.json` where one exists (`num_hidden_layers`,
-`num_key_value_heads`, `head_dim`, `intermediate_size`, `tie_word_embeddings`, ...), so a preset
-can be diffed against its source. Everything the calculators need is here; nothing else is read.
+`num_key_value_heads`, `head_dim`, `layer_types`, `kv_lora_rank`, ...), so a preset can be
+diffed against its source. Everything the calculators need is here; nothing else is read.
 
-What it describes: dense and mixture-of-experts decoders with MHA / GQA / MQA attention, an
-explicit `head_dim` (Gemma: 256 != 3072 / 16), 2-matrix or gated 3-matrix MLPs, LayerNorm with or
-without bias or RMSNorm, 1, 2 or 4 norms per block, learned / RoPE / ALiBi positions, sequential
-or parallel attention+MLP blocks, sliding windows on all layers or on a repeating pattern.
-But: no encoder-decoders, no MLA (DeepSeek), no per-layer head counts, no shared experts.
+What it describes: dense and mixture-of-experts decoders whose layers may differ (calc/layout.py:
+full / sliding / chunked / linear-attention layers, dense or MoE MLPs, in runs); MHA / GQA / MQA
+attention with an explicit `head_dim` (Gemma: 256 != 3072 / 16) or MLA (DeepSeek: a low-rank
+latent KV); q/k norms, attention sinks, an output gate; Gated-DeltaNet linear attention (Qwen3-Next);
+2-matrix or gated 3-matrix MLPs, shared experts, router biases; LayerNorm or RMSNorm, 1, 2 or 4
+norms per block; learned / RoPE / ALiBi positions; sequential or parallel blocks; DeepSeek's
+multi-token-prediction layer (counted only with `include_mtp`).
+But: no encoder-decoders, no per-layer head counts, no cross-layer KV sharing.
 
 >>> spec = ModelSpec(name="toy", num_hidden_layers=2, hidden_size=64, num_attention_heads=8,
 ...                  num_key_value_heads=2, intermediate_size=128, vocab_size=100)
@@ -19,9 +22,13 @@ But: no encoder-decoders, no MLA (DeepSeek), no per-layer head counts, no shared
 from __future__ import annotations
 
 import datetime as _dt
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from calc import layout
+from calc.layout import ATTENTION_TYPES, MLP_TYPES, LayerGroup, Run
 
 MlpKind = Literal[
     "standard", "gated"
@@ -29,6 +36,17 @@ MlpKind = Literal[
 NormKind = Literal["layernorm", "layernorm_nobias", "rmsnorm"]
 PositionKind = Literal["learned", "rope", "alibi"]
 BlockKind = Literal["sequential", "parallel"]
+QKNorm = Literal["none", "head", "full"]  # head: RMSNorm(head_dim) (Qwen3); full: over H*d (OLMo 2)
+
+_INT_FIELDS = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim_",
+    "intermediate_size", "vocab_size", "max_position_embeddings", "norms_per_block",
+    "sliding_window", "sliding_window_pattern", "attention_chunk_size", "num_local_experts",
+    "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+    "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+    "linear_value_head_dim", "linear_conv_kernel_dim", "num_nextn_predict_layers",
+)  # fmt: skip
 
 
 class ModelSpec(BaseModel):
@@ -53,7 +71,7 @@ class ModelSpec(BaseModel):
     num_attention_heads: int = Field(gt=0)
     num_key_value_heads: int | None = Field(default=None, gt=0)  # None: MHA (= query heads)
     head_dim_: int | None = Field(default=None, gt=0, alias="head_dim")  # None: hidden / heads
-    intermediate_size: int = Field(gt=0)  # per expert for MoE
+    intermediate_size: int = Field(gt=0)  # a dense MLP's width (and each expert's, by default)
     vocab_size: int = Field(gt=0)
     max_position_embeddings: int = Field(default=2048, gt=0)  # context length
 
@@ -64,39 +82,68 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = Field(default=False, strict=True)
     qkv_bias: bool = Field(default=False, strict=True)
     attn_out_bias: bool = Field(default=False, strict=True)
-    mlp_bias: bool = Field(default=False, strict=True)
+    mlp_bias: bool = Field(default=False, strict=True)  # dense MLPs and experts (gpt-oss)
     norm_kind: NormKind = "rmsnorm"
     norms_per_block: Literal[1, 2, 4] = 2  # 1: parallel (PaLM, Falcon-7B); 4: Gemma 2 sandwich
     final_norm: bool = Field(default=True, strict=True)
     position_embedding: PositionKind = "rope"
     block_kind: BlockKind = "sequential"
+    qk_norm: QKNorm = "none"
+    attention_sinks: bool = Field(default=False, strict=True)  # gpt-oss: one learned logit/head
+    attn_output_gate: bool = Field(default=False, strict=True)  # Qwen3-Next: q_proj emits 2x
+    fused_qkv: bool = Field(default=False, strict=True)  # Phi-3 qkv_proj: same count, one matrix
+    fused_gate_up: bool = Field(default=False, strict=True)  # Phi-3 gate_up_proj
 
-    # --- sliding window -----------------------------------------------------------------------
+    # --- which layer is which (calc/layout.py) ------------------------------------------------
+    # explicit runs ([name, count], or one name per layer) or one period repeated to the depth
+    layer_types: tuple[Run, ...] | None = None
+    layer_pattern: tuple[Run, ...] | None = None
+    mlp_layer_types: tuple[Run, ...] | None = None
+    mlp_layer_pattern: tuple[Run, ...] | None = None
     sliding_window: int | None = Field(default=None, gt=0)  # tokens a sliding layer attends to
-    # None: every layer slides (Mistral). N: every N-th layer (1-based) is global, the rest slide
-    # (Gemma 2: N=2, layer 0 slides, layer 1 is global; same meaning as Gemma 3's config field).
+    # without layer_types: None: every layer slides (Mistral). N: every N-th layer (1-based) is
+    # global, the rest slide (Gemma 2: N=2, layer 0 slides; same meaning as Gemma 3's field)
     sliding_window_pattern: int | None = Field(default=None, gt=0)
+    attention_chunk_size: int | None = Field(default=None, gt=0)  # Llama 4 chunked layers
 
-    # --- mixture of experts (Mixtral names) ---------------------------------------------------
+    # --- MLA: multi-head latent attention (DeepSeek-V2/V3 names) ------------------------------
+    q_lora_rank: int | None = Field(default=None, gt=0)  # None: a full-rank q_proj (V2-Lite)
+    kv_lora_rank: int | None = Field(default=None, gt=0)  # set: every softmax layer is MLA
+    qk_nope_head_dim: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0)
+
+    # --- linear attention: Gated DeltaNet (Qwen3-Next names) ----------------------------------
+    linear_num_key_heads: int | None = Field(default=None, gt=0)
+    linear_num_value_heads: int | None = Field(default=None, gt=0)
+    linear_key_head_dim: int | None = Field(default=None, gt=0)
+    linear_value_head_dim: int | None = Field(default=None, gt=0)
+    linear_conv_kernel_dim: int | None = Field(default=None, gt=0)
+
+    # --- mixture of experts (Mixtral / Qwen / DeepSeek names) ---------------------------------
     num_local_experts: int = Field(default=1, gt=0)  # 1: dense
     num_experts_per_tok: int = Field(default=1, gt=0)
+    moe_intermediate_size: int | None = Field(default=None, gt=0)  # None: intermediate_size
+    shared_expert_intermediate_size: int | None = Field(default=None, gt=0)  # all shared, summed
+    shared_expert_gate: bool = Field(default=False, strict=True)  # Qwen2-MoE: sigmoid gate h->1
+    router_bias: bool = Field(default=False, strict=True)  # gpt-oss router Linear(h, E, bias)
+    # DeepSeek-V3 / GLM-4.5: an fp32 *buffer* of E per MoE layer (stored, not a parameter)
+    e_score_correction_bias: bool = Field(default=False, strict=True)
+
+    # --- multi-token prediction (DeepSeek-V3: num_nextn_predict_layers) -----------------------
+    num_nextn_predict_layers: int = Field(default=0, ge=0)
+    include_mtp: bool = Field(default=False, strict=True)  # count them (checkpoint) or not (paper)
 
     # --- derived ------------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        return (
-            self.head_dim_
-            if self.head_dim_ is not None
-            else self.hidden_size // self.num_attention_heads
-        )
+        h = self.head_dim_
+        return h if h is not None else self.hidden_size // self.num_attention_heads
 
     @property
     def n_kv_heads(self) -> int:
-        return (
-            self.num_key_value_heads
-            if self.num_key_value_heads is not None
-            else self.num_attention_heads
-        )
+        g = self.num_key_value_heads
+        return g if g is not None else self.num_attention_heads
 
     @property
     def kv_groups(self) -> int:
@@ -104,7 +151,13 @@ class ModelSpec(BaseModel):
         return self.num_attention_heads // self.n_kv_heads
 
     @property
-    def attention_kind(self) -> Literal["MHA", "GQA", "MQA"]:
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def attention_kind(self) -> Literal["MHA", "GQA", "MQA", "MLA"]:
+        if self.is_mla:
+            return "MLA"
         if self.n_kv_heads == self.num_attention_heads:
             return "MHA"
         return "MQA" if self.n_kv_heads == 1 else "GQA"
@@ -114,58 +167,106 @@ class ModelSpec(BaseModel):
         return self.num_local_experts > 1
 
     @property
+    def expert_intermediate_size(self) -> int:
+        """One routed expert's width."""
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
     def q_dim(self) -> int:
-        """Width of the concatenated query heads, H * head_dim."""
-        return self.num_attention_heads * self.head_dim
+        """Width of the concatenated query heads, H * head_dim (MLA: H * (nope + rope))."""
+        return self.num_attention_heads * self.qk_head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Per-head width of queries and keys (MLA: nope + rope)."""
+        if self.is_mla:
+            return self.qk_nope_head_dim + self.qk_rope_head_dim
+        return self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Per-head width of values (MLA: v_head_dim)."""
+        return self.v_head_dim if self.is_mla else self.head_dim
 
     @property
     def kv_dim(self) -> int:
         """Width of one of K or V over all KV heads, G * head_dim."""
         return self.n_kv_heads * self.head_dim
 
+    @cached_property
+    def attention_types(self) -> tuple[str, ...]:
+        """Per layer, in order: full / sliding / chunked / linear_attention."""
+        L = self.num_hidden_layers
+        if self.layer_types is not None:
+            return layout.expand_runs(self.layer_types, L, periodic=False)
+        if self.layer_pattern is not None:
+            return layout.expand_runs(self.layer_pattern, L, periodic=True)
+        if self.sliding_window is not None:
+            n = self.sliding_window_pattern
+            if n is None:
+                return ("sliding_attention",) * L
+            runs = (("sliding_attention", n - 1), ("full_attention", 1)) if n > 1 else ()
+            return layout.expand_runs(runs or (("full_attention", 1),), L, periodic=True)
+        if self.attention_chunk_size is not None:
+            return ("chunked_attention",) * L
+        return ("full_attention",) * L
+
+    @cached_property
+    def mlp_types(self) -> tuple[str, ...]:
+        """Per layer, in order: dense or sparse (mixture of experts)."""
+        L = self.num_hidden_layers
+        if self.mlp_layer_types is not None:
+            return layout.expand_runs(self.mlp_layer_types, L, periodic=False)
+        if self.mlp_layer_pattern is not None:
+            return layout.expand_runs(self.mlp_layer_pattern, L, periodic=True)
+        return ("sparse" if self.is_moe else "dense",) * L
+
+    @cached_property
+    def layer_groups(self) -> tuple[LayerGroup, ...]:
+        """Layers of the same attention and MLP type, counted (every formula sums over these)."""
+        return layout.group(self.attention_types, self.mlp_types)
+
+    @cached_property
+    def attention_counts(self) -> dict[str, int]:
+        """{attention type: layers}, for the types the model has."""
+        out: dict[str, int] = {}
+        for g in self.layer_groups:
+            out[g.attention] = out.get(g.attention, 0) + g.count
+        return out
+
+    @property
+    def layer_kinds(self) -> tuple[tuple[str, str], ...]:
+        """Per layer, in order: (attention type, MLP type); for splits by position (PP)."""
+        return tuple(zip(self.attention_types, self.mlp_types, strict=True))
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(g.count for g in self.layer_groups if g.mlp == "sparse")
+
     @property
     def layer_is_sliding(self) -> tuple[bool, ...]:
         """Per layer: does it attend within `sliding_window` only?"""
-        L = self.num_hidden_layers
-        if self.sliding_window is None:
-            return (False,) * L
-        if self.sliding_window_pattern is None:
-            return (True,) * L
-        n = self.sliding_window_pattern
-        return tuple((i + 1) % n != 0 for i in range(L))
+        return tuple(t == "sliding_attention" for t in self.attention_types)
 
     @property
     def n_sliding_layers(self) -> int:
-        if self.sliding_window is None:
-            return 0
-        L, n = self.num_hidden_layers, self.sliding_window_pattern
-        return L if n is None else L - L // n  # layers n, 2n, ... (1-based) are global
+        return self.attention_counts.get("sliding_attention", 0)
 
     @property
     def n_full_layers(self) -> int:
-        return self.num_hidden_layers - self.n_sliding_layers
+        return self.attention_counts.get("full_attention", 0)
+
+    @cached_property
+    def memo(self) -> dict:
+        """Derived values computed once per spec (the spec is frozen); not part of equality."""
+        return {}
 
     @property
     def label(self) -> str:
         return self.display_name or self.name
 
     # --- checks -------------------------------------------------------------------------------
-    @field_validator(
-        "num_hidden_layers",
-        "hidden_size",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim_",
-        "intermediate_size",
-        "vocab_size",
-        "max_position_embeddings",
-        "norms_per_block",
-        "sliding_window",
-        "sliding_window_pattern",
-        "num_local_experts",
-        "num_experts_per_tok",
-        mode="before",
-    )
+    @field_validator(*_INT_FIELDS, mode="before")
     @classmethod
     def _not_bool(cls, value: object) -> object:
         # lax pydantic reads True as 1: a bool here is a mistake (a flag in the wrong field)
@@ -173,32 +274,21 @@ class ModelSpec(BaseModel):
             raise ValueError("must be an integer, not a bool")
         return value
 
+    @field_validator("layer_types", "layer_pattern", mode="before")
+    @classmethod
+    def _attention_runs(cls, value: object, info) -> object:
+        return layout.normalize_runs(value, ATTENTION_TYPES, info.field_name)
+
+    @field_validator("mlp_layer_types", "mlp_layer_pattern", mode="before")
+    @classmethod
+    def _mlp_runs(cls, value: object, info) -> object:
+        return layout.normalize_runs(value, MLP_TYPES, info.field_name)
+
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        H, G = self.num_attention_heads, self.n_kv_heads
-        if H % G:
-            raise ValueError(f"'num_key_value_heads' must divide num_attention_heads={H}: got {G}")
-        if self.head_dim_ is None and self.hidden_size % H:
-            raise ValueError(
-                f"'hidden_size' must be divisible by num_attention_heads={H} when head_dim is "
-                f"not given: got {self.hidden_size}"
-            )
-        if self.num_experts_per_tok > self.num_local_experts:
-            raise ValueError(
-                f"'num_experts_per_tok' must be <= num_local_experts={self.num_local_experts}: "
-                f"got {self.num_experts_per_tok}"
-            )
-        if self.sliding_window_pattern is not None and self.sliding_window is None:
-            raise ValueError(
-                "'sliding_window_pattern' needs a sliding_window: got pattern "
-                f"{self.sliding_window_pattern} with sliding_window=None"
-            )
-        if self.block_kind == "parallel" and self.norms_per_block == 4:
-            raise ValueError("'norms_per_block' must be 1 or 2 for a parallel block: got 4")
-        if self.position_embedding == "learned" and self.max_position_embeddings <= 0:
-            raise ValueError(  # pragma: no cover - Field(gt=0) catches it first
-                f"'max_position_embeddings' must be > 0: got {self.max_position_embeddings}"
-            )
+        from calc.spec_checks import check_spec
+
+        check_spec(self)
         return self
 
     def replace(self, **changes) -> ModelSpec:

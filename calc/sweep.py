@@ -19,6 +19,7 @@ from pathlib import Path
 
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
+from calc.layers import KINDS
 from calc.params import matmul_params, param_count
 from calc.presets import resolve_model
 from calc.spec import ModelSpec
@@ -110,40 +111,48 @@ def sweep(
         raise ValueError("'dtypes' must not be empty")
     M, S, B, D = len(specs), len(n), len(b), len(dts)
 
-    # per-model constants as Python ints, [M]
-    L_full = [s.n_full_layers for s in specs]
-    L_slid = [s.n_sliding_layers for s in specs]
-    window = [s.sliding_window or 0 for s in specs]  # 0: no sliding layers
-    kv_elems = [2 * s.n_kv_heads * s.head_dim for s in specs]  # K and V, one token, one layer
+    # per model and layer kind, the formulas of calc.layers applied to whole columns
+    kinds = sorted({k for sp in specs for k in sp.attention_counts})
     bits = [dtype_bits(d) for d in dts]
+    elems = {k: [KINDS[k].kv_elems_per_token(sp, "engine") for sp in specs] for k in kinds}
+    states = {k: [KINDS[k].state_elems(sp, "engine") for sp in specs] for k in kinds}
+    layers = {k: [sp.attention_counts.get(k, 0) for sp in specs] for k in kinds}
 
     # int64 unless the largest product could overflow: then exact Python ints (slow, rare)
-    bound = max(f + sl for f, sl in zip(L_full, L_slid, strict=True)) * max(kv_elems) * max(bits)
-    bound *= int(n.max()) * int(b.max()) + 8
+    widest = max(max(e) for e in elems.values()) * (int(n.max()) + 1) + max(
+        max(x) for x in states.values()
+    )
+    bound = max(sp.num_hidden_layers for sp in specs) * widest * max(bits)
+    bound *= int(b.max()) + 8
     idt = np.int64 if bound <= _INT64_MAX else object
 
     def col(values, shape, dtype=idt):  # a per-axis constant, shaped to broadcast
         return np.asarray(values, dtype=dtype).reshape(shape)
 
-    Lf, Ls, w = col(L_full, (M, 1, 1, 1)), col(L_slid, (M, 1, 1, 1)), col(window, (M, 1, 1, 1))
-    nn, bb = col(n, (1, S, 1, 1)), col(b, (1, 1, B, 1))
-    per_tok_bits = col(kv_elems, (M, 1, 1, 1)) * col(bits, (1, 1, 1, D))  # [M, 1, 1, D]
-
-    # KV bytes, as calc.kvcache: each layer's bytes rounded up to whole bytes, then x layers
-    n_slid = np.where(w > 0, np.minimum(nn, w), nn)  # sliding layers keep min(n, window)
-    full_b = -(-(bb * nn * per_tok_bits) // 8)  # [M, S, B, D]
-    slid_b = -(-(bb * n_slid * per_tok_bits) // 8)
-    kv = Lf * full_b + Ls * slid_b
-    per_token = (Lf + Ls) * -(-per_tok_bits // 8)  # [M, 1, 1, D]
-
-    # attention FLOPs, as calc.attention: 4 * H * d per query-key pair, causal pairs
+    nn, bb, bt = col(n, (1, S, 1, 1)), col(b, (1, 1, B, 1)), col(bits, (1, 1, 1, D))
     f64 = np.float64
-    nf, bf, wf = nn.astype(f64), bb.astype(f64), w.astype(f64)
-    causal = nf * (nf + 1) / 2  # [1, S, 1, 1]: query i sees keys 0..i
-    windowed = np.where(nf <= wf, causal, wf * (wf + 1) / 2 + (nf - wf) * wf)  # [M, S, 1, 1]
-    per_pair = col([4 * s.num_attention_heads * s.head_dim for s in specs], (M, 1, 1, 1), f64)
-    attn = bf * per_pair * (Lf.astype(f64) * causal + Ls.astype(f64) * windowed)  # [M, S, B, 1]
-    mm = col([matmul_params(s) for s in specs], (M, 1, 1, 1), f64)
+    nf, bf = nn.astype(f64), bb.astype(f64)
+    kv = np.zeros((M, S, B, D), dtype=idt)
+    per_token = np.zeros((M, 1, 1, D), dtype=idt)
+    attn = np.zeros((M, S, B, 1), dtype=f64)
+    for k in kinds:
+        kind, Lk = KINDS[k], col(layers[k], (M, 1, 1, 1))
+        # KV bytes, as calc.kvcache: each layer's bytes rounded up to whole bytes, then x layers
+        tokens = np.concatenate(
+            [np.asarray(kind.cached_tokens(sp, nn, "engine", minimum=np.minimum)) + 0 * nn
+             for sp in specs]
+        )  # fmt: skip
+        layer_bits = (tokens * col(elems[k], (M, 1, 1, 1)) + col(states[k], (M, 1, 1, 1))) * bt
+        kv = kv + Lk * -(-(bb * layer_bits) // 8)
+        per_token = per_token + Lk * -(-(col(elems[k], (M, 1, 1, 1)) * bt) // 8)
+        # attention FLOPs, as calc.attention: per-pair FLOPs x causal pairs (+ per-token work)
+        pairs = np.concatenate(
+            [np.asarray(kind.pairs(sp, nf, True, minimum=np.minimum)) + 0 * nf for sp in specs]
+        )  # fmt: skip
+        per_pair = col([kind.flops_per_pair(sp) for sp in specs], (M, 1, 1, 1), f64)
+        per_tok = col([kind.token_flops(sp) for sp in specs], (M, 1, 1, 1), f64)
+        attn = attn + bf * Lk.astype(f64) * (per_pair * pairs + per_tok * nf)
+    mm = col([matmul_params(sp) for sp in specs], (M, 1, 1, 1), f64)
     forward = 2 * bf * nf * mm + attn  # [M, S, B, 1]
 
     shape = (M, S, B, D)

@@ -7,7 +7,7 @@ tests/test_dashboard_charts.py against the encodings they promise (log axes, too
 >>> import pandas as pd
 >>> df = pd.DataFrame({"seq_len": [1, 2], "kv_cache_GiB": [1.0, 2.0], "label": ["a", "a"]})
 >>> kv_context_chart(df).to_dict()["encoding"]["x"]["scale"]
-{'type': 'log', 'base': 2}
+{'base': 2, 'type': 'log'}
 """
 
 from __future__ import annotations

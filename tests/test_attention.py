@@ -8,9 +8,9 @@ every FLOP figure against arithmetic written out for a toy model.
 from __future__ import annotations
 
 import pytest
+from conftest import toy
 
 from calc import (
-    ModelSpec,
     attention_flops_decode,
     attention_flops_prefill,
     attention_pairs,
@@ -23,22 +23,9 @@ from calc import (
 )
 
 # L=4, h=32, H=4 (d=8), G=2, gated f=64, V=100
-TOY = dict(
-    name="toy",
-    num_hidden_layers=4,
-    hidden_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=64,
-    vocab_size=100,
-)
 PER_PAIR = 4 * 4 * 8  # 2*H*d for Q K^T + 2*H*d for A V = 128 FLOPs per pair per layer
 # W_q 32x32 + W_k, W_v 32x16 each + W_o 32x32 + gate/up/down 3 x 32x64, per layer; + LM head
 MATMUL = 4 * (32 * 32 + 2 * 32 * 16 + 32 * 32 + 3 * 32 * 64) + 100 * 32  # 40064
-
-
-def toy(**changes) -> ModelSpec:
-    return ModelSpec(**{**TOY, **changes})
 
 
 def brute_pairs(n: int, causal: bool, window: int | None) -> int:

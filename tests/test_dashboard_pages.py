@@ -417,10 +417,14 @@ def test_validation_page_shows_the_committed_reports():
     assert_clean(at)
     rep = vd.load_report(files[0])
     df = chart_data(at, files[0].stem.replace("-", "_"))
-    # every parameter row predicted by kvcalc is calc.param_breakdown of that preset
+    # every parameter row predicted by kvcalc is calc.param_breakdown of that preset (or of
+    # that layer-kind model of calc/validate/kinds.py)
+    from calc.validate.kinds import CONFIGS, kind_spec
+
     params = df[df["check"] == "params"]
     for row in params.itertuples():
-        comps = calc.param_breakdown(calc.load_preset(row.model))
+        spec = kind_spec(row.model) if row.model in CONFIGS else calc.load_preset(row.model)
+        comps = calc.param_breakdown(spec)
         if row.label in comps:
             assert row.predicted == comps[row.label], (row.model, row.label)
     assert len(df) == sum(

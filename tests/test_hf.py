@@ -255,8 +255,9 @@ def test_qwen2_biases_tie_and_windows():
     spec = from_hf_config(untied)  # max_window_layers 0: every layer slides
     assert spec.sliding_window == 8 and spec.layer_is_sliding == (True, True)
     assert from_hf_config(edit(untied, max_window_layers=2)).sliding_window is None
-    with pytest.raises(ValueError, match="'max_window_layers' must .*: got 1"):
-        from_hf_config(edit(untied, max_window_layers=1))
+    # max_window_layers 1: layer 0 full, layer 1 slides (Qwen2Config: i >= max_window_layers);
+    # irregular layouts are kept as they are, not refused
+    assert from_hf_config(edit(untied, max_window_layers=1)).layer_is_sliding == (False, True)
     # default max_window_layers is 28: with 2 layers nothing slides
     assert from_hf_config(edit(untied, max_window_layers=DROP)).sliding_window is None
     explicit = edit(untied, layer_types=["sliding_attention", "full_attention"])
@@ -290,8 +291,8 @@ def test_gemma2_alternating_window():
     legacy = edit(base, layer_types=["sliding_attention", "attention"] * 2)
     assert from_hf_config(legacy).sliding_window_pattern == 2
     assert from_hf_config(edit(base, sliding_window=None)).sliding_window is None
-    with pytest.raises(ValueError, match="'layer_types' must give sliding"):
-        from_hf_config(edit(base, layer_types=["full_attention"] + ["sliding_attention"] * 3))
+    first_full = ["full_attention"] + ["sliding_attention"] * 3  # no periodic form: kept as runs
+    assert from_hf_config(edit(base, layer_types=first_full)).attention_types == tuple(first_full)
     with pytest.raises(ValueError, match="'layer_types' must list .* 4 layers"):
         from_hf_config(edit(base, layer_types=["sliding_attention"] * 3))
 
@@ -447,8 +448,12 @@ def test_to_hf_config_round_trips_every_exportable_preset(preset):
     try:
         d = to_hf_config(spec)
     except ValueError as e:
-        # the only presets transformers cannot build: parallel block + gated MLP (PaLM)
-        assert (spec.block_kind, spec.mlp_kind) == ("parallel", "gated"), str(e)
+        # presets transformers cannot build: parallel block + gated MLP (PaLM), and today's
+        # families, which are built from their own config.json (tests/test_presets_modern.py)
+        from test_presets_modern import MODERN
+
+        palm = (spec.block_kind, spec.mlp_kind) == ("parallel", "gated")
+        assert palm or preset in MODERN, str(e)
         assert "transformers has no model_type" in str(e)
         return
     back = from_hf_config(json.loads(json.dumps(d)))  # survives a JSON file

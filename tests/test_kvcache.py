@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import toy
 
 from calc import (
     ModelSpec,
@@ -20,19 +21,6 @@ from calc import (
 from calc.kvcache import cached_tokens
 
 # L=4 layers, G=2 KV heads, d=8: one token in one layer is 2 x 2 x 8 = 32 elements (64 B bf16)
-TOY = dict(
-    name="toy",
-    num_hidden_layers=4,
-    hidden_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=64,
-    vocab_size=100,
-)
-
-
-def toy(**changes) -> ModelSpec:
-    return ModelSpec(**{**TOY, **changes})
 
 
 def test_formula_written_out():

@@ -57,6 +57,10 @@ def test_gpt2_style_by_hand():
         "attn/o": 2 * (8 * 8 + 8),  # c_proj with bias
         "mlp": 2 * (8 * 32 + 32 + 32 * 8 + 8),  # c_fc h x f + f, c_proj f x h + h
         "router": 0,
+        "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
+        "attn/sinks": 0,
+        "mlp/shared": 0,
+        "mtp": 0,
         "norm": 2 * 2 * (8 + 8) + (8 + 8),  # ln_1, ln_2 (weight + bias) per layer, ln_f
         "lm_head": 0,  # tied to wte
     }
@@ -110,6 +114,10 @@ def test_gated_by_hand():
         "mlp": 2 * 3 * 8 * 16,  # gate, up: h x f; down: f x h
         "router": 0,
         "norm": 2 * 2 * 8 + 8,  # two RMSNorm weights per layer + final
+        "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
+        "attn/sinks": 0,
+        "mlp/shared": 0,
+        "mtp": 0,
         "lm_head": 10 * 8,
     }
     assert param_count(make(**LLAMA_TOY)) == 80 + 128 + 128 + 128 + 768 + 40 + 80  # 1352

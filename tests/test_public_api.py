@@ -7,6 +7,7 @@ calc/__init__.py, and a bad-input case to BAD_CALLS (or the exemptions, with the
 from __future__ import annotations
 
 import pytest
+from conftest import toy
 
 import calc
 
@@ -36,6 +37,12 @@ EXPECTED_ALL = sorted(
         "kv_cache",
         "kv_cache_bytes",
         "kv_cache_layer_bytes",
+        "kv_cache_group_bytes",
+        "state_bytes_per_sequence",
+        "LayerGroup",
+        "Linear",
+        "layer_breakdown",
+        "linear_layers",
         "list_presets",
         "load_preset",
         "matmul_params",
@@ -93,15 +100,7 @@ def test_version():
 
 # --- bad input, for every public function that takes counts or a dtype ------------------------
 
-SPEC = calc.ModelSpec(
-    name="toy",
-    num_hidden_layers=2,
-    hidden_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=64,
-    vocab_size=100,
-)
+SPEC = toy(num_hidden_layers=2)
 NEG_SEQ = "'seq_len' must be an integer >= 0: got -1"
 ZERO_BATCH = "'batch' must be an integer > 0: got 0"
 BOOL_BATCH = "'batch' must be an integer > 0: got True"
@@ -119,6 +118,10 @@ BAD_CALLS = [
     ("kv_cache_layer_bytes", lambda f: f(SPEC, 8, 0), ZERO_BATCH),
     ("kv_cache_layer_bytes", lambda f: f(SPEC, 8, 1, "fp12"), DTYPE),
     ("kv_cache_layer_bytes", lambda f: f(SPEC, 8, block_size=-16), "got -16"),
+    ("kv_cache_group_bytes", lambda f: f(SPEC, -1), NEG_SEQ),
+    ("kv_cache_group_bytes", lambda f: f(SPEC, 8, 1, "fp12"), DTYPE),
+    ("state_bytes_per_sequence", lambda f: f(SPEC, "fp12"), DTYPE),
+    ("layer_breakdown", lambda f: f(SPEC, 99), "'layer' must be a layer index < 2: got 99"),
     ("kv_bytes_per_token", lambda f: f(SPEC, "fp12"), DTYPE),
     ("kv_bytes_per_token_per_layer", lambda f: f(SPEC, "fp12"), DTYPE),
     ("kv_cache", lambda f: f(SPEC, -1), NEG_SEQ),
@@ -207,6 +210,9 @@ def test_every_counting_function_has_a_bad_input_case():
         "active_param_count",
         "non_embedding_param_count",
         "matmul_params",
+        "linear_layers",  # spec only
+        "LayerGroup",  # records
+        "Linear",
         "params_report",
         "check_errata",  # no arguments
         "list_hardware",  # no arguments

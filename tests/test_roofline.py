@@ -165,12 +165,11 @@ NEMO_LATENCY_MS = {
 @pytest.mark.parametrize("gpu, batch", sorted(NEMO_LATENCY_MS))
 def test_llama2_7b_latency_against_nemo(gpu, batch):
     # A roofline is a floor: it leaves out kernel launches, sampling and scheduling, which
-    # cost real engines tens of percent at these small batches. So the published latency must be
-    # at or above the prediction, and within 2x of it (a model off by more would be useless
-    # for planning). Measured / predicted comes out at 1.3-1.6 for all eight rows.
+    # cost real engines tens of percent at these small batches. Measured / predicted comes out
+    # at 1.31-1.39 on the A100 and 1.52-1.57 on the H100: the band README states is 1.3-1.6.
     r = roofline("llama-2-7b", gpu, batch=batch, prompt_tokens=128, output_tokens=20)
     ratio = NEMO_LATENCY_MS[gpu, batch] / (r.e2e_s * 1e3)
-    assert 1.0 <= ratio <= 2.0
+    assert 1.3 <= ratio <= 1.6
 
 
 def test_nemo_trend_with_batch_is_reproduced():

@@ -14,19 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import TOY_SHAPE
 
 import calc
 from calc import ModelSpec
 from calc.sweep import COLUMNS, sweep
 
-TOY = dict(
-    num_hidden_layers=4,
-    hidden_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=64,
-    vocab_size=100,
-)
+TOY = TOY_SHAPE
 SPECS = [
     ModelSpec(name="dense", **TOY),
     ModelSpec(name="slide-all", sliding_window=5, **TOY),

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from conftest import TOY_GQA
 
 pytest.importorskip("torch")
 
 import calc  # noqa: E402
 import calc.validate  # noqa: E402
-from calc.spec import ModelSpec  # noqa: E402
 from calc.validate import peak_model  # noqa: E402
 
 # 4 query heads, 2 KV heads: small enough that no check reduces the attention geometry
-TOY = ModelSpec(
-    name="toy-gqa",
-    num_hidden_layers=3,
-    hidden_size=64,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    intermediate_size=128,
-    vocab_size=97,
-)
+TOY = TOY_GQA
 
 
 def _failed(result) -> dict[str, list[str]]:

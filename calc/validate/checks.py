@@ -4,10 +4,13 @@ with kvcalc evaluated on `claim` (the same spec, unless a test passes a wrong on
 1. params: the full model on `meta`; numel per component vs `param_breakdown`. Exact.
 2. flops: `FlopCounterMode` over forwards on `meta` (CPU SDPA kernels count 0 FLOPs, and meta
    runs SDPA as its math decomposition, which counts), full mask, vs `forward_flops_prefill(
-   causal=False)` and `forward_flops_decode`. Exact.
+   causal=False)` and `forward_flops_decode`. Exact. MLA decodes against its latent cache in
+   the absorbed form, so its decode step is predicted with `attention_flops_decode(...,
+   mla_absorbed=True)` in place of forward_flops_decode's naive attention term.
 3. kv_cache: prefill then decode on the device at full attention width and reduced depth;
-   bytes of the cache tensors vs `kv_cache_bytes`. Exact (CUDA: after 512-byte block rounding).
-   The cached decode must also reproduce a full forward's logits.
+   bytes of the cache tensors vs `kv_cache_bytes(convention="engine")`, in all and per layer
+   kind (linear attention: its state, vs `state_bytes_per_sequence`). Exact (CUDA: after
+   512-byte block rounding). The cached decode must also reproduce a full forward's logits.
 4. peak_memory: one attention layer at >= 4 lengths, materialized and fused; measured peak vs
    the step-by-step live bytes of `peak_model` (kvcalc's score and fused bytes plus the O(n)
    activations), and the fitted growth exponent in n.
@@ -21,6 +24,7 @@ import torch
 
 import calc
 from calc.dtypes import canonical_dtype
+from calc.kvcache import kv_cache_group_bytes, state_bytes_per_sequence
 from calc.spec import ModelSpec
 from calc.validate import measure, peak_model, reduce
 from calc.validate.attention import PATHS, GQAAttention
@@ -102,9 +106,23 @@ def check_flops(
         model(torch.zeros(1, n0, dtype=torch.long, device="meta"), cache)
         step = torch.zeros(1, 1, dtype=torch.long, device="meta")
         measured = _count_flops(lambda: model(step, cache))
-        predicted = calc.forward_flops_decode(claim, n0 + 1)
-        rows.append(_flop_row(f"decode step at context {n0 + 1}", predicted, measured))
+        rows.append(_decode_row(claim, n0 + 1, measured, spec.is_mla))
     return rows
+
+
+def _decode_row(claim: ModelSpec, context: int, measured: int, mla: bool) -> Check:
+    predicted = calc.forward_flops_decode(claim, context)
+    label = f"decode step at context {context}"
+    if not mla:
+        return _flop_row(label, predicted, measured)
+    absorbed = calc.forward_flops_decode(claim, context, mla_absorbed=True)
+    row = _flop_row(label + " (MLA absorbed)", absorbed, measured)
+    return row.model_copy(
+        update={
+            "note": "latent cache, absorbed decode: forward_flops_decode(mla_absorbed=True); "
+            f"the naive per-head form would be {predicted:,}"
+        }
+    )
 
 
 def _flop_row(label: str, predicted: int, measured: int) -> Check:
@@ -155,9 +173,12 @@ def check_kv(
         for i in range(prefill, total):
             last = model(tokens[:, i : i + 1], cache)[:, -1]
         full = model(tokens)[:, -1]  # no cache: every token recomputed
-    window = f", window {spec.sliding_window}" if spec.sliding_window else ""
+    kinds = small.attention_counts
+    window = f", window {spec.sliding_window}" if "sliding_attention" in kinds else ""
+    window += f", chunk {spec.attention_chunk_size}" if "chunked_attention" in kinds else ""
     label = f"{prefill}+{decode} tokens, batch {batch}{window}"
-    predicted = calc.kv_cache_bytes(reduce.at_depth(claim, L), total, batch, dtype)
+    at_l = reduce.at_depth(claim, L)
+    predicted = calc.kv_cache_bytes(at_l, total, batch, dtype, convention="engine")
     rows = [
         Check(
             check="kv_cache",
@@ -169,9 +190,9 @@ def check_kv(
             note=note,
         )
     ]
+    rows += _kind_rows(small, at_l, cache, total, batch, dtype, label)
     if dev.type == "cuda":
-        layer_bytes = calc.kv_cache_layer_bytes(reduce.at_depth(claim, L), total, batch, dtype)
-        tensors = [b // 2 for b in layer_bytes for _ in range(2)]  # a K and a V per layer
+        tensors = predicted_tensor_bytes(at_l, total, batch, dtype)
         rounded = sum(measure.round_cuda_block(b) for b in tensors)
         # a block bigger than 1 MiB taken from a free segment is split only when more than
         # kSmallSize (1 MiB) would remain, so each may carry up to 1 MiB unsplit
@@ -212,6 +233,68 @@ def check_kv(
         )
     )
     return rows
+
+
+def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
+    """Per layer kind, when the model has more than plain full attention: the measured bytes
+    of its layers' cache tensors vs kvcalc's bytes for one such layer x their count."""
+    kinds = small.attention_counts
+    if set(kinds) == {"full_attention"} and not small.is_mla:
+        return []
+    group = kv_cache_group_bytes(at_l, total, batch, dtype, convention="engine")
+    layer_bytes = cache.layer_nbytes()
+    rows = []
+    for kind, n in kinds.items():
+        measured = sum(
+            b for b, t in zip(layer_bytes, small.attention_types, strict=True) if t == kind
+        )
+        predicted = group.get(kind, 0) * at_l.attention_counts.get(kind, 0)
+        what = "MLA latent" if small.is_mla and kind != "linear_attention" else kind
+        rows.append(
+            Check(
+                check="kv_cache",
+                label=f"{what} cache bytes, {n} layer(s) ({label})",
+                unit="bytes",
+                predicted=predicted,
+                measured=measured,
+                tolerance=0,
+            )
+        )
+        if kind == "linear_attention":
+            rows.append(
+                Check(
+                    check="kv_cache",
+                    label=f"linear_attention state bytes, {n} layer(s) x batch {batch}",
+                    unit="bytes",
+                    predicted=batch * state_bytes_per_sequence(at_l, dtype),
+                    measured=measured,
+                    tolerance=0,
+                    note="conv state (K - 1 columns) + recurrent state, constant in tokens",
+                )
+            )
+    return rows
+
+
+def predicted_tensor_bytes(spec: ModelSpec, total: int, batch: int, dtype: str) -> list[int]:
+    """Bytes of each cache tensor the reference decoder allocates, layer by layer, as kvcalc's
+    per-layer bytes split by the kind's two tensors (GQA: K and V halves; MLA: latent and rope
+    key; linear: conv and recurrent state). For per-tensor allocator rounding on CUDA."""
+    from calc.layers import KINDS
+    from calc.layers import Linear as LinearKind
+
+    layer_bytes = calc.kv_cache_layer_bytes(spec, total, batch, dtype, convention="engine")
+    out = []
+    for b, kind in zip(layer_bytes, spec.attention_types, strict=True):
+        if kind == "linear_attention":
+            conv = LinearKind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
+            state = KINDS[kind].state_elems(spec, "engine")
+            split = b * conv // state
+        elif spec.is_mla:
+            split = b * spec.kv_lora_rank // (spec.kv_lora_rank + spec.qk_rope_head_dim)
+        else:
+            split = b // 2
+        out += [split, b - split]
+    return out
 
 
 # --- 4. peak attention memory -----------------------------------------------------------------

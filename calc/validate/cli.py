@@ -65,7 +65,9 @@ def add_commands(subparsers) -> None:
         "measure real PyTorch modules and compare with kvcalc (params, FLOPs, KV, peak memory)",
     )
     p.add_argument("models", nargs="*", metavar="MODEL", help="preset names or config paths")
-    p.add_argument("--all", action="store_true", help="every shipped preset")
+    p.add_argument(
+        "--all", action="store_true", help="every shipped preset, then the layer-kind models"
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument(
         "--dtype", default=None, help="fp32, bf16 or fp16 (default: fp32 on CPU, bf16 on CUDA)"
@@ -94,14 +96,18 @@ def add_commands(subparsers) -> None:
 
 
 def _specs(args):
+    """Presets, config paths, or the layer-kind models of calc.validate.kinds (`--all`: every
+    preset, then the kind models)."""
     from calc.presets import list_presets, resolve_model
+    from calc.validate.kinds import CONFIGS, kind_spec
 
     if args.all and args.models:
         raise ValueError("give MODEL names or --all, not both")
     if not args.all and not args.models:
         raise ValueError("give one or more MODEL names, or --all")
-    names = list_presets() if args.all else args.models
-    return [resolve_model(n) for n in names]
+    presets = list_presets()
+    names = presets + [k for k in CONFIGS if k not in presets] if args.all else args.models
+    return [kind_spec(n) if n in CONFIGS and n not in presets else resolve_model(n) for n in names]
 
 
 def _format(args) -> str:

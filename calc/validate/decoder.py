@@ -5,13 +5,19 @@ Covers every architecture among the presets:
   with its explicit head_dim and tied embeddings), and Gemma 2's four "sandwich" norms;
 - GPT: learned positions, LayerNorm with bias, a 2-matrix GELU MLP, biases everywhere;
 - parallel attention + MLP (PaLM, Falcon 7B with one norm, Falcon 40B/180B with two);
-- mixture of experts (Mixtral): a router and `num_local_experts` MLPs, top-k per token;
-- sliding windows, on every layer or on a repeating pattern.
+- mixture of experts (`mlp.MoE`): a router (with a bias: gpt-oss) and `num_local_experts`
+  MLPs, top-k per token, shared experts and their gate (Qwen2-MoE, DeepSeek), on the layers
+  `spec.mlp_types` marks sparse (DeepSeek's first dense layers stay dense);
+- per layer, `spec.attention_types`: full and sliding (a ring of `window` slots) and chunked
+  (Llama 4) GQA with q/k norms, sinks and an output gate (`attention.GQAAttention`), MLA
+  (`mla.MLAAttention`, latent cache) and Gated-DeltaNet linear attention
+  (`deltanet.GatedDeltaNet`, a constant state).
 
 Parameter names map onto `calc.params.COMPONENTS` through `component_of` (W_q -> "attn/q",
 W_k/W_v -> "attn/kv", ...), so `numel` per component can be compared with `param_breakdown`.
 But: no RoPE/ALiBi, no Gemma embedding scaling or (1 + w) norms, no logit soft-capping: none of
-them has a parameter or a matmul, so none changes what is measured.
+them has a parameter or a matmul, so none changes what is measured. No multi-token-prediction
+modules (`include_mtp` is refused).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from torch import nn
 
 from calc.spec import ModelSpec
 from calc.validate.attention import GQAAttention, KVCache
+from calc.validate.deltanet import GatedDeltaNet
+from calc.validate.mla import MLAAttention
+from calc.validate.mlp import MLP, MoE
 
 # --- parts ------------------------------------------------------------------------------------
 
@@ -33,77 +42,15 @@ def make_norm(spec: ModelSpec) -> nn.Module:
     return nn.LayerNorm(h, bias=spec.norm_kind == "layernorm")  # weight (+ bias)
 
 
-def _activation(name: str):
-    if name.startswith("gelu"):
-        return F.gelu
-    if name in ("relu", "relu2"):
-        return F.relu
-    return F.silu  # silu / swish (SwiGLU)
-
-
-class MLP(nn.Module):
-    """Gated: down(act(gate(x)) * up(x)) (SwiGLU/GeGLU); standard: down(act(up(x))) (GPT)."""
-
-    def __init__(self, spec: ModelSpec) -> None:
-        super().__init__()
-        h, f, bias = spec.hidden_size, spec.intermediate_size, spec.mlp_bias
-        self.gated = spec.mlp_kind == "gated"
-        self.act = _activation(spec.hidden_act)
-        if self.gated:
-            self.gate_proj = nn.Linear(h, f, bias=bias)
-        self.up_proj = nn.Linear(h, f, bias=bias)
-        self.down_proj = nn.Linear(f, h, bias=bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        up = self.up_proj(x)
-        a = self.act(self.gate_proj(x)) * up if self.gated else self.act(up)
-        return self.down_proj(a)
-
-
-class MoE(nn.Module):
-    """Mixtral's sparse MLP: softmax router, top-k experts per token, renormalized weights.
-
-    Each expert runs only on the tokens routed to it, so the matmul FLOPs are those of
-    n * k expert passes plus the router, as kvcalc counts. On the `meta` device there are no
-    values to route by, so token t goes to experts (t*k + j) mod E, j < k: the same n * k
-    (token, expert) pairs, hence the same FLOPs (a test checks meta against a routed CPU run).
-    """
-
-    def __init__(self, spec: ModelSpec) -> None:
-        super().__init__()
-        self.top_k = spec.num_experts_per_tok
-        self.router = nn.Linear(spec.hidden_size, spec.num_local_experts, bias=False)
-        self.experts = nn.ModuleList(MLP(spec) for _ in range(spec.num_local_experts))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, n, h = x.shape
-        flat = x.reshape(B * n, h)
-        logits = self.router(flat)  # [T, E]
-        out = torch.zeros_like(flat)
-        for e, (tokens, weight) in enumerate(self._routes(logits)):
-            if tokens.numel():
-                y = self.experts[e](flat.index_select(0, tokens))
-                out.index_add_(0, tokens, y * weight[:, None])
-        return out.view(B, n, h)
-
-    def _routes(self, logits: torch.Tensor):
-        T, E = logits.shape
-        k = self.top_k
-        if logits.device.type == "meta":
-            pairs = [[] for _ in range(E)]
-            for t in range(T):
-                for j in range(k):
-                    pairs[(t * k + j) % E].append(t)
-            for tokens in pairs:
-                idx = torch.tensor(tokens, dtype=torch.long, device="meta")
-                yield idx, torch.empty(len(tokens), dtype=logits.dtype, device="meta")
-            return
-        probs = torch.softmax(logits, dim=-1)
-        top_w, top_e = torch.topk(probs, k, dim=-1)  # [T, k]
-        top_w = top_w / top_w.sum(dim=-1, keepdim=True)
-        for e in range(E):
-            tok, slot = (top_e == e).nonzero(as_tuple=True)
-            yield tok, top_w[tok, slot]
+def make_attention(spec: ModelSpec, kind: str) -> nn.Module:
+    """One layer's attention module for a layer type of `spec.attention_types`."""
+    if kind == "linear_attention":
+        return GatedDeltaNet(spec)
+    if spec.is_mla:
+        if kind == "chunked_attention":
+            raise ValueError("'spec' must not combine MLA with chunked attention layers")
+        return MLAAttention(spec, window=spec.sliding_window if kind != "full_attention" else None)
+    return GQAAttention.from_spec(spec, kind=kind)
 
 
 # --- block ------------------------------------------------------------------------------------
@@ -116,9 +63,8 @@ class Block(nn.Module):
         super().__init__()
         self.parallel = spec.block_kind == "parallel"
         self.norms = spec.norms_per_block
-        sliding = spec.layer_is_sliding[layer]
-        self.attn = GQAAttention.from_spec(spec, window=spec.sliding_window if sliding else None)
-        self.mlp = MoE(spec) if spec.is_moe else MLP(spec)
+        self.attn = make_attention(spec, spec.attention_types[layer])
+        self.mlp = MoE(spec) if spec.mlp_types[layer] == "sparse" else MLP(spec)
         self.input_norm = make_norm(spec)  # before attention (and the MLP when alone)
         if self.norms >= 2:
             self.mlp_norm = make_norm(spec)  # before the MLP (Falcon 40B: ln_mlp)
@@ -145,6 +91,8 @@ class Decoder(nn.Module):
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
+        if spec.include_mtp:
+            raise ValueError("'include_mtp' must be False: the reference decoder has no MTP layers")
         self.spec = spec
         self.embed = nn.Embedding(spec.vocab_size, spec.hidden_size)
         if spec.position_embedding == "learned":  # GPT's wpe
@@ -191,26 +139,42 @@ def build_decoder(spec: ModelSpec, device="cpu", dtype=None, seed: int | None = 
 
 # --- parameters by component ------------------------------------------------------------------
 
-_LEAF_COMPONENT = {
+_LEAF_COMPONENT = {  # the module owning a parameter -> its component
     "embed": "embed",
     "pos_embed": "pos_embed",
     "W_q": "attn/q",
+    "q_proj": "attn/q",
+    "q_a_proj": "attn/q",
+    "q_b_proj": "attn/q",
     "W_k": "attn/kv",
     "W_v": "attn/kv",
+    "kv_a_proj_with_mqa": "attn/kv",
+    "kv_b_proj": "attn/kv",
     "W_o": "attn/o",
+    "o_proj": "attn/o",
+    "in_proj_qkvz": "attn/linear",
+    "in_proj_ba": "attn/linear",
+    "conv1d": "attn/linear",
+    "out_proj": "attn/linear",
     "router": "router",
+    "shared_expert_gate": "mlp/shared",
     "lm_head": "lm_head",
 }
+_PARAM_COMPONENT = {"sinks": "attn/sinks", "dt_bias": "attn/linear", "A_log": "attn/linear"}
 
 
 def component_of(param_name: str) -> str:
     """'blocks.3.attn.W_k.bias' -> 'attn/kv'; raises on a name no component claims."""
     parts = param_name.split(".")
     owner = parts[-2] if len(parts) >= 2 else ""
+    if parts[-1] in _PARAM_COMPONENT:  # a bare parameter of an attention module
+        return _PARAM_COMPONENT[parts[-1]]
     if owner in _LEAF_COMPONENT:
         return _LEAF_COMPONENT[owner]
-    if owner.endswith("_norm"):
+    if owner.endswith("norm"):  # block norms, q/k norms, MLA's latent norms, DeltaNet's out_norm
         return "norm"
+    if "shared_experts" in parts:
+        return "mlp/shared"
     if "mlp" in parts:  # MLP(...) or MoE experts (the router is caught above)
         return "mlp"
     raise KeyError(f"no component for parameter {param_name!r}")

@@ -1,7 +1,9 @@
 """Smaller copies of a spec that a real device can run, keeping what each check measures.
 
-- `check_depth`: layers for the device checks: 2, or one whole sliding-window pattern (Gemma 2:
-  2 layers, one sliding and one global), so that every kind of layer is present.
+- `check_depth`: layers for the device checks: 2, or the shortest prefix of the stack that holds
+  every (attention type, MLP type) the model has (Gemma 2: one sliding and one global layer;
+  Qwen3-Next: 3 linear + 1 full; DeepSeek-V3: its dense layers and one MoE layer);
+- `at_depth`: the first `layers` layers, explicit per-layer types cut to match.
 - `kv_spec`: that depth at the full attention geometry (H query heads, G KV heads, head_dim:
   all the KV cache depends on), with vocab, MLP and hidden widths halved until the model fits
   `max_params` (or reach 64: Llama 3.1 405B's W_q and W_o alone are then 2 x 64 x 16384 per
@@ -27,32 +29,48 @@ MAX_VOCAB = 4096  # the vocabulary adds nothing to the cache; keep the LM head s
 
 
 def check_depth(spec: ModelSpec) -> int:
-    """Layers for the reduced models: 2, or one sliding-window pattern when it is longer."""
+    """Layers for the reduced models: 2, or the shortest prefix holding every layer kind."""
+    kinds, seen = set(spec.layer_kinds), set()
     depth = spec.sliding_window_pattern or 2
+    for i, kind in enumerate(spec.layer_kinds):
+        seen.add(kind)
+        if seen == kinds:
+            depth = max(depth, i + 1)
+            break
     return min(depth, spec.num_hidden_layers)
 
 
 def at_depth(spec: ModelSpec, layers: int) -> ModelSpec:
-    """The same model with `layers` layers (what kvcalc is evaluated on for a reduced run)."""
-    return spec.replace(num_hidden_layers=layers)
+    """The first `layers` layers of the model (what kvcalc is evaluated on for a reduced run);
+    explicit `layer_types` / `mlp_layer_types` are cut to them, periodic patterns repeat."""
+    changes: dict = {"num_hidden_layers": layers}
+    if spec.layer_types is not None:
+        changes["layer_types"] = list(spec.attention_types[:layers])
+    if spec.mlp_layer_types is not None:
+        changes["mlp_layer_types"] = list(spec.mlp_types[:layers])
+    return spec.replace(**changes)
 
 
 def kv_spec(spec: ModelSpec, max_params: int, layers: int | None = None) -> ModelSpec:
     """`layers` layers, full attention geometry; vocab/MLP/hidden shrunk to <= max_params."""
     L = layers or check_depth(spec)
+    base = at_depth(spec, L)
     h, f = spec.hidden_size, spec.intermediate_size
+    fe, fs = spec.moe_intermediate_size, spec.shared_expert_intermediate_size
     V = min(spec.vocab_size, MAX_VOCAB)
     while True:
-        out = spec.replace(
-            num_hidden_layers=L,
+        out = base.replace(
             hidden_size=h,
             head_dim=spec.head_dim,  # explicit: h no longer has to be H x head_dim
             intermediate_size=f,
+            moe_intermediate_size=fe,
+            shared_expert_intermediate_size=fs,
             vocab_size=V,
         )
         if param_count(out) <= max_params or (h <= MIN_WIDTH and f <= MIN_WIDTH):
             return out
         h, f = max(MIN_WIDTH, h // 2), max(MIN_WIDTH, f // 2)
+        fe, fs = (w if w is None or w <= MIN_WIDTH else max(MIN_WIDTH, w // 2) for w in (fe, fs))
 
 
 def attention_spec(spec: ModelSpec, max_heads: int | None = 4) -> ModelSpec:

@@ -18,7 +18,13 @@ MAX_REPORT_BYTES = 16_000_000
 METHOD = """\
 Each check builds real PyTorch modules from the model's spec (`calc/validate/`: a classic GQA
 attention with separate W_q/W_k/W_v/W_o and a static KV cache, and the block, norm, MLP and
-MoE kinds of every preset), measures them, and compares with kvcalc's functions:
+MoE kinds of every preset), measures them, and compares with kvcalc's functions. Per layer
+type it builds full, sliding (a ring of `window` slots) or chunked (a ring of `chunk` slots)
+GQA, MLA (`mla.py`: latent cache of kv_lora_rank + qk_rope_head_dim per token, absorbed
+decode), or Gated-DeltaNet linear attention (`deltanet.py`: recurrent delta rule, conv state of
+K - 1 columns + nv x dk x dv state); MoE layers with shared experts, their gate and router
+biases (`mlp.py`). The `kind-*` models are small specs built with `from_hf_config` from
+config dicts of the families no preset has yet (`calc/validate/kinds.py`):
 
 | check | measured with | kvcalc function | model size |
 |---|---|---|---|
@@ -41,7 +47,13 @@ Notes on reading the tables:
   n x head_dim per head, so the exponent rises toward 2 as n grows past head_dim (about 1.6 to
   1.9 at the CPU's 256-2048 tokens; the predicted exponent is fitted the same way).
 - The peak breakdown (which tensors are alive at the peak step) is listed under each model for
-  the longest length of each path.
+  the longest length of each path. MLA models have no peak rows (the peak model is GQA's).
+- MLA decodes against its latent cache in the absorbed form; its decode-step FLOPs are
+  predicted with `attention_flops_decode(mla_absorbed=True)` (the row's note gives what
+  `forward_flops_decode`, naive per-head, says). Linear-attention models count FLOPs at
+  n = 16 and 128 over one layer pattern (the recurrence runs token by token).
+- Models with several layer kinds get cache rows per kind; linear-attention layers also a
+  row against `state_bytes_per_sequence`.
 """
 
 

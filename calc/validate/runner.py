@@ -6,7 +6,8 @@ on CUDA the reduction follows the free memory (checked first, so a big model is 
 rather than running out of memory); on CPU it follows fixed budgets that keep a whole
 `--all` run to a few minutes on two cores.
 
-Sliding windows: a second KV run goes past the window. When the prefill of `window` tokens at
+Sliding windows and attention chunks (Llama 4), "window" below: a second KV run goes past the
+window, unless the first run's 64 tokens already did. When the prefill of `window` tokens at
 full attention width would cost more than CPU_WINDOW_FLOP_BUDGET / CUDA_WINDOW_FLOP_BUDGET
 FLOPs (on CPU: every preset's 4096-token window) or, on CUDA, its scores would need more than a
 quarter of the free memory, that run uses the same model with a 32-token window, and says so.
@@ -24,12 +25,16 @@ from calc.validate.results import CHECKS, ModelValidation, ValidationReport
 Progress = Callable[[int, int, str], None]  # on_progress(done, total, label)
 
 FLOP_SEQ_LENS = (16, 1024, 8192)  # on meta any length is free; 8192 passes every window
+# linear attention runs token by token (~2 ms per token and layer on meta): shorter prompts over
+# one whole layer pattern; the per-token count is the same at any length
+LINEAR_FLOP_SEQ_LENS = (16, 128)
 CPU_PEAK_SEQ_LENS = (256, 512, 1024, 2048)
 CUDA_PEAK_SEQ_LENS = (512, 1024, 2048, 4096, 8192)
 CPU_KV_MAX_PARAMS = 1 << 22  # 4.2M parameters: ~17 MB in fp32
 CPU_WINDOW_FLOP_BUDGET = 10**10
 CUDA_WINDOW_FLOP_BUDGET = 10**14
 SMALL_WINDOW = 32
+FIRST_KV_TOKENS = 64  # check_kv's default prefill + decode
 
 
 def _device_name(device: str) -> str:
@@ -118,18 +123,24 @@ def run(
             rows += ck.check_params(spec, claim)
             setup["params"] = f"full size, {spec.num_hidden_layers} layers, meta device"
         elif name == "flops":
-            rows += ck.check_flops(spec, claim, FLOP_SEQ_LENS, flop_layers)
-            depth = flop_layers or spec.num_hidden_layers
-            setup["flops"] = f"full width, {depth} layers, meta device, full mask"
+            lens, depth = FLOP_SEQ_LENS, flop_layers
+            if "linear_attention" in spec.attention_counts:
+                lens, depth = LINEAR_FLOP_SEQ_LENS, flop_layers or reduce.check_depth(spec)
+            rows += ck.check_flops(spec, claim, lens, depth)
+            setup["flops"] = (
+                f"full width, {depth or spec.num_hidden_layers} layers, meta device, full mask"
+                + (f"; n = {', '.join(map(str, lens))}" if lens != FLOP_SEQ_LENS else "")
+            )
         elif name == "kv_cache":
             rows += _kv(spec, claim, device, dtype, cuda)
             small = reduce.kv_spec(spec, _kv_budget(spec, device, dtype, cuda))
             setup["kv_cache"] = (
-                f"{small.num_hidden_layers} layers; H={small.num_attention_heads}, "
-                f"G={small.n_kv_heads}, head_dim={small.head_dim} as the model; "
+                f"{small.num_hidden_layers} layers; {_geometry(small)} as the model; "
                 f"hidden {small.hidden_size}, MLP {small.intermediate_size}, "
                 f"vocab {small.vocab_size}; {device}, {dtype}"
             )
+        elif spec.is_mla:  # the peak model walks GQAAttention's steps, not MLA's
+            setup["peak_memory"] = "not run: the step-by-step peak model is GQA's, not MLA's"
         else:
             heads, lens = _peak_size(spec, device, dtype, cuda)
             rows += ck.check_peak(spec, claim, device, dtype, lens, max_heads=heads)
@@ -152,6 +163,27 @@ def run(
     )
 
 
+def _geometry(s: ModelSpec) -> str:
+    """The cache-relevant shape of the reduced model, as the kv_cache setup line states it."""
+    kinds = s.attention_counts
+    parts = []
+    if s.is_mla:
+        parts.append(
+            f"MLA H={s.num_attention_heads}, kv_lora_rank={s.kv_lora_rank}, "
+            f"qk_rope_head_dim={s.qk_rope_head_dim}"
+        )
+    elif set(kinds) - {"linear_attention"}:
+        parts.append(f"H={s.num_attention_heads}, G={s.n_kv_heads}, head_dim={s.head_dim}")
+    if "linear_attention" in kinds:
+        parts.append(
+            f"linear heads {s.linear_num_key_heads}/{s.linear_num_value_heads} x "
+            f"{s.linear_key_head_dim}/{s.linear_value_head_dim}, "
+            f"conv kernel {s.linear_conv_kernel_dim}"
+        )
+    types = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    return f"{types}; " + "; ".join(parts)
+
+
 def _kv_budget(spec: ModelSpec, device: str, dtype: str, cuda: bool) -> int:
     if not cuda:
         return CPU_KV_MAX_PARAMS
@@ -169,9 +201,12 @@ def _kv(spec, claim, device, dtype, cuda) -> list:
 
     budget = _kv_budget(spec, device, dtype, cuda)
     rows = check_kv(spec, claim, device, dtype, max_params=budget)
-    if spec.sliding_window is None:
+    kinds = spec.attention_counts
+    field = "sliding_window" if "sliding_attention" in kinds else "attention_chunk_size"
+    w = getattr(spec, field) if {"sliding_attention", "chunked_attention"} & set(kinds) else None
+    if w is None or w <= FIRST_KV_TOKENS:  # none, or the first run already went past it
         return rows
-    w = spec.sliding_window
+    word = "window" if field == "sliding_window" else "chunk"
     small = reduce.kv_spec(spec, budget)
     limit = CUDA_WINDOW_FLOP_BUDGET if cuda else CPU_WINDOW_FLOP_BUDGET
     flops_ok = forward_flops_prefill(small, w + 8, causal=False) <= limit
@@ -190,9 +225,9 @@ def _kv(spec, claim, device, dtype, cuda) -> list:
             max_params=budget,
             prefill=w - 8,
             decode=16,
-            note=f"past the {w}-token window while decoding",
+            note=f"past the {w}-token {word} while decoding",
         )
-    s, c = spec.replace(sliding_window=SMALL_WINDOW), claim.replace(sliding_window=SMALL_WINDOW)
+    s, c = spec.replace(**{field: SMALL_WINDOW}), claim.replace(**{field: SMALL_WINDOW})
     return rows + check_kv(
         s,
         c,
@@ -202,7 +237,7 @@ def _kv(spec, claim, device, dtype, cuda) -> list:
         prefill=SMALL_WINDOW + 8,
         decode=16,
         note=(
-            f"window reduced from {w} to {SMALL_WINDOW} tokens (a {w}-token prefill at full "
+            f"{word} reduced from {w} to {SMALL_WINDOW} tokens (a {w}-token prefill at full "
             f"attention width exceeds this device's budget of {limit:.0e} FLOPs or a quarter "
             "of its free memory)"
         ),

@@ -1,50 +1,12 @@
-"""Hugging Face `config.json` <-> ModelSpec, for the decoder families transformers implements.
-
-`from_hf_config` reads the config.json (a path or a dict) of a llama, mistral, mixtral, qwen2,
-gemma, gemma2, falcon (also the legacy remote-code "RefinedWeb" / "RefinedWebModel" configs) or
-gpt2 model and returns the spec of the model transformers builds from it. A key the file leaves
-out takes the default of that model type's transformers 5.x config class: MistralConfig has 8 KV
-heads and a 4096-token window, GemmaConfig a head_dim of 256, Falcon and GPT-2 tie their LM head.
-`to_hf_config` (calc/hf_export.py, re-exported here) goes back: the config dict of a
-transformers model with the spec's parameter and KV-cache shapes, or a ValueError saying why no
-supported model_type fits (PaLM: parallel block with a gated MLP).
-
-But: RoPE scaling, dropout, soft-capping, token ids and dtypes are ignored (they change no count);
-per-layer window patterns other than "every N-th layer is global" are refused, not approximated.
-
->>> spec = from_hf_config({"model_type": "mistral", "hidden_size": 64, "num_hidden_layers": 2,
-...     "num_attention_heads": 8, "intermediate_size": 128, "vocab_size": 100})
->>> spec.num_key_value_heads, spec.sliding_window   # MistralConfig defaults
-(8, 4096)
-"""
+"""config.json -> spec fields for the 2023 families: llama, mistral, mixtral, qwen2, gemma, gemma2,
+falcon (new, old and the legacy RefinedWeb configs) and gpt2."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from pydantic import ValidationError
-
-from calc.datafiles import parse_json_object, read_text
-from calc.errors import format_error
-from calc.hf_export import to_hf_config
-from calc.spec import ModelSpec
-
-__all__ = ["LEGACY_FALCON_TYPES", "SUPPORTED_MODEL_TYPES", "from_hf_config", "to_hf_config"]
-
-SUPPORTED_MODEL_TYPES = (
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "gemma",
-    "gemma2",
-    "falcon",
-    "gpt2",
-)
-LEGACY_FALCON_TYPES = ("RefinedWeb", "RefinedWebModel")  # tiiuae's remote-code configs (2023)
-
-_REQUIRED = object()
+from calc.hf.reader import _Config
+from calc.layout import compact
 
 
 class _Defaults(NamedTuple):
@@ -66,99 +28,6 @@ _LLAMA_LIKE = {  # transformers/models/<type>/configuration_<type>.py, transform
     "gemma": _Defaults(16, 256, True, 8192, None, "gelu_pytorch_tanh"),
     "gemma2": _Defaults(4, 256, True, 8192, 4096, "gelu_pytorch_tanh"),
 }
-
-
-class _Config:
-    """A config.json dict whose getters name the file, the key and the bad value."""
-
-    def __init__(self, data: dict, origin: str, model_type: str):
-        self.data, self.origin, self.model_type = data, origin, model_type
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def _get(self, keys: tuple[str, ...], default: Any) -> tuple[str | None, Any]:
-        """(key found, its value), or (None, default) when every alias is absent."""
-        for key in keys:  # the HF name first, then older aliases (n_head, n_layer, ...)
-            if key in self.data:
-                return key, self.data[key]
-        if default is _REQUIRED:
-            raise ValueError(
-                f"{self.origin}: missing required key '{keys[0]}' for model_type "
-                f"{self.model_type!r}"
-            )
-        return None, default
-
-    def int(
-        self, *keys: str, default: Any = _REQUIRED, nullable: bool = False, low: int = 1
-    ) -> int | None:
-        key, value = self._get(keys, default)
-        if key is None or (value is None and nullable):
-            return value
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            what = "a positive integer" if low == 1 else f"an integer >= {low}"
-            raise ValueError(f"{self.origin}: '{key}' must be {what}: got {value!r}")
-        return value
-
-    def bool(self, key: str, default: bool) -> bool:
-        found, value = self._get((key,), default)
-        if found is not None and not isinstance(value, bool):
-            raise ValueError(f"{self.origin}: '{key}' must be true or false: got {value!r}")
-        return value
-
-    def str(self, *keys: str, default: str) -> str:
-        key, value = self._get(keys, default)
-        return value if isinstance(value, str) else default  # informational only
-
-    def fail(self, key: str, message: str) -> ValueError:
-        return ValueError(f"{self.origin}: '{key}' {message}: got {self.data.get(key)!r}")
-
-
-# --- config.json -> ModelSpec ------------------------------------------------------------------
-
-
-def from_hf_config(config: str | Path | dict, *, name: str | None = None) -> ModelSpec:
-    """The spec of the model transformers builds from this config.json (a path or a dict).
-
-    The spec is named `name`, else the config's `_name_or_path`, else after the file
-    (`llama-2-70b/config.json` -> "llama-2-70b").
-    """
-    if isinstance(config, dict):
-        data, origin = config, "<config dict>"
-    elif isinstance(config, str | Path):
-        origin = str(config)
-        data = parse_json_object(read_text(config), origin=origin)
-    else:
-        raise ValueError(
-            f"'config' must be a path to a config.json or a dict: got {type(config).__name__}"
-        )
-    model_type = data.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES + LEGACY_FALCON_TYPES:
-        supported = ", ".join(SUPPORTED_MODEL_TYPES + LEGACY_FALCON_TYPES)
-        raise ValueError(f"{origin}: 'model_type' must be one of {supported}: got {model_type!r}")
-    cfg = _Config(data, origin, model_type)
-    if model_type in _LLAMA_LIKE:
-        fields = _llama_like(cfg, model_type)
-    elif model_type == "gpt2":
-        fields = _gpt2(cfg)
-    else:
-        fields = _falcon(cfg, legacy=model_type in LEGACY_FALCON_TYPES)
-    fields["name"] = name or _default_name(data, config)
-    fields["family"] = "falcon" if model_type in LEGACY_FALCON_TYPES else model_type
-    try:
-        return ModelSpec.model_validate(fields)
-    except ValidationError as e:
-        raise ValueError(f"{origin}: {format_error(e)}") from None
-
-
-def _default_name(data: dict, config: object) -> str:
-    named = data.get("_name_or_path")
-    if isinstance(named, str) and named.strip():
-        return named.strip()
-    if isinstance(config, str | Path):
-        p = Path(config)
-        return p.parent.name if p.name == "config.json" and p.parent.name else p.stem
-    return f"hf-{data['model_type']}"
 
 
 def _llama_like(cfg: _Config, mt: str) -> dict:
@@ -220,10 +89,10 @@ def _sliding(cfg: _Config, mt: str, n_layers: int) -> dict:
     window = cfg.int("sliding_window", default=_LLAMA_LIKE[mt].window, nullable=True)
     if window is None:
         return {"sliding_window": None}
-    if mt in ("mistral", "mixtral"):
-        return {"sliding_window": window}  # every layer: their attention reads no layer_types
-    if cfg.data.get("layer_types") is not None:
+    if cfg.data.get("layer_types") is not None:  # honoured by the cache (and Mistral's mask)
         types, key = cfg.data["layer_types"], "layer_types"
+    elif mt in ("mistral", "mixtral"):
+        return {"sliding_window": window}  # every layer slides
     elif mt == "qwen2":  # Qwen2Config: layers i >= max_window_layers slide
         first = cfg.int("max_window_layers", default=28, low=0)
         types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
@@ -234,7 +103,9 @@ def _sliding(cfg: _Config, mt: str, n_layers: int) -> dict:
     return _pattern(cfg, key, types, window, n_layers)
 
 
-def _pattern(cfg: _Config, key: str, types: object, window: int, n_layers: int) -> dict:
+def _pattern(cfg: _Config, key: str, types: object, window: int | None, n_layers: int) -> dict:
+    """Spec fields for a per-layer list of full / sliding attention: the compact forms (all,
+    none, every N-th global) where they fit, else the runs themselves."""
     full_names = ("full_attention", "attention")  # "attention": transformers' legacy name
     ok = isinstance(types, list) and len(types) == n_layers
     ok = ok and all(t in full_names or t == "sliding_attention" for t in types)
@@ -246,16 +117,15 @@ def _pattern(cfg: _Config, key: str, types: object, window: int, n_layers: int) 
     sliding = [t == "sliding_attention" for t in types]
     if not any(sliding):
         return {"sliding_window": None}
+    if window is None:
+        raise cfg.fail("sliding_window", "must be set when layer_types has sliding_attention")
     if all(sliding):
         return {"sliding_window": window}
     for n in range(2, n_layers + 1):  # every n-th layer (1-based) global: spec.layer_is_sliding
         if sliding == [(i + 1) % n != 0 for i in range(n_layers)]:
             return {"sliding_window": window, "sliding_window_pattern": n}
-    raise cfg.fail(
-        key,
-        "must give sliding attention on every layer, on none, or on all but every N-th layer "
-        "(the patterns kvcalc describes)",
-    )
+    names = ["sliding_attention" if x else "full_attention" for x in sliding]
+    return {"sliding_window": window, **compact(names, "layer_types", "layer_pattern")}
 
 
 def _falcon(cfg: _Config, legacy: bool) -> dict:

@@ -1,0 +1,268 @@
+"""config.json -> spec fields for today's families, as transformers 5.x builds them.
+
+qwen3, qwen3_moe, qwen2_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, deepseek_v2,
+deepseek_v3 (DeepSeek-V3/R1, Kimi K2), gpt_oss, gemma3_text, llama4_text, glm4, glm4_moe, phi3,
+olmo2, olmo3, starcoder2, granite, cohere, exaone4, smollm3. Each `Family` row states what the
+model type's modeling code builds (bias flags, norms, q/k norms, MLP kind) and the defaults of
+its config class for keys a config.json leaves out (`configuration_<type>.py`).
+Per-layer layouts follow each config class's `__post_init__` (layer_types, max_window_layers,
+sliding_window_pattern, full_attention_interval, no_rope_layers; first_k_dense_replace,
+decoder_sparse_step, mlp_only_layers, interleave_moe_layer_step); an explicit `layer_types` /
+`mlp_layer_types` in the file wins.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from calc.hf.classic import _pattern
+from calc.hf.reader import _REQUIRED, _Config
+from calc.layout import compact
+
+
+class Family(NamedTuple):
+    kv_heads: int | None  # config-class default; None: = num_attention_heads
+    head_dim: int | None  # config-class default; None: hidden_size // heads
+    tie: bool
+    max_pos: int
+    bias: str = "qkvo"  # which projections `attention_bias` applies to: "qkvo", "qkv", ...
+    norms: int = 2  # norms per block
+    qk_norm: str = "none"  # head / full / none; "flag": use_qk_norm picks head (glm4_moe)
+    layout: str = "full"  # how layer types are derived when the file lists none
+    moe: str = ""  # how MoE layers are placed: qwen / deepseek / llama4 / all
+    window: int | None = None  # sliding_window default
+    vocab: object = _REQUIRED  # vocab_size default (Gemma 3 configs may omit it)
+
+
+F = Family
+FAMILIES = {
+    "qwen3": F(32, 128, False, 32768, qk_norm="head", layout="max_window"),
+    "qwen3_moe": F(4, None, False, 32768, qk_norm="head", layout="max_window", moe="qwen"),
+    "qwen2_moe": F(16, None, False, 32768, bias="qkv!", layout="max_window", moe="qwen"),
+    "qwen3_next": F(2, 256, False, 32768, qk_norm="head", layout="interval", moe="qwen"),
+    "qwen3_5_text": F(4, 256, False, 32768, qk_norm="head", layout="interval"),
+    "qwen3_5_moe_text": F(2, 256, False, 32768, qk_norm="head", layout="interval", moe="all"),
+    "deepseek_v2": F(None, None, False, 2048, moe="deepseek"),
+    "deepseek_v3": F(None, None, False, 4096, moe="deepseek"),
+    "gpt_oss": F(8, 64, False, 131072, layout="alternate", moe="all", window=128),
+    "gemma3_text": F(
+        4, 256, True, 131072, vocab=262208, norms=4, qk_norm="head", layout="every6", window=4096
+    ),
+    "llama4_text": F(8, 128, False, 131072, layout="nope", moe="llama4"),
+    "glm4": F(2, 128, False, 131072, bias="qkv", norms=4),
+    "glm4_moe": F(8, None, False, 131072, bias="qkv", qk_norm="flag", moe="deepseek"),
+    "phi3": F(None, None, False, 4096, bias="", layout="window"),
+    "olmo2": F(None, None, False, 2048, qk_norm="full"),
+    "olmo3": F(None, None, False, 2048, qk_norm="full", layout="every4", window=4096),
+    "starcoder2": F(2, None, True, 4096, bias="use_bias", layout="window"),
+    "granite": F(None, None, False, 2048),
+    "cohere": F(None, None, True, 8192, norms=1, qk_norm="cohere"),
+    "exaone4": F(None, None, False, 2048, qk_norm="head", layout="every4", window=4096),
+    "smollm3": F(4, None, True, 32768, layout="max_window"),
+}
+MODERN_TYPES = tuple(FAMILIES)
+LINEAR_DEFAULTS = {  # Qwen3NextConfig / Qwen3_5TextConfig
+    "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_conv_kernel_dim": 4,
+}
+ATTENTION_NAMES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+
+
+def modern_fields(cfg: _Config, mt: str) -> dict:
+    f = FAMILIES[mt]
+    L, h = cfg.int("num_hidden_layers"), cfg.int("hidden_size")
+    H = cfg.int("num_attention_heads")
+    kv = cfg.int("num_key_value_heads", default=f.kv_heads, nullable=True)
+    head_dim = cfg.int("head_dim", default=f.head_dim, nullable=True)
+    fields = {
+        "num_hidden_layers": L,
+        "hidden_size": h,
+        "num_attention_heads": H,
+        "num_key_value_heads": kv,
+        "head_dim": head_dim,
+        # MoE-only configs (Qwen3.5-MoE) name no dense width: no layer uses it
+        "intermediate_size": cfg.int(
+            "intermediate_size",
+            default=cfg.data.get("moe_intermediate_size") if f.moe == "all" else _REQUIRED,
+        ),
+        "vocab_size": cfg.int("vocab_size", default=f.vocab),
+        "max_position_embeddings": cfg.int("max_position_embeddings", default=f.max_pos),
+        "hidden_act": cfg.str(
+            "hidden_activation", "hidden_act", "activation_function", default="silu"
+        ),
+        "tie_word_embeddings": cfg.bool("tie_word_embeddings", f.tie),
+        "norms_per_block": f.norms,
+    }
+    fields.update(_biases(cfg, mt, f))
+    fields.update(_norms(cfg, mt, f))
+    fields.update(_layout(cfg, mt, f, L))
+    fields.update(_moe(cfg, mt, f, L))
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        fields.update(_mla(cfg))
+        fields["num_key_value_heads"] = None  # MLA expands the latent to every head
+    if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        fields["attn_output_gate"] = True  # q_proj emits the query and its sigmoid gate
+        for key, default in LINEAR_DEFAULTS.items():
+            fields[key] = cfg.int(key, default=default)
+    if mt == "gpt_oss":
+        fields["attention_sinks"] = True
+    if mt == "phi3":
+        fields["fused_qkv"] = fields["fused_gate_up"] = True
+    if mt in ("deepseek_v3", "glm4_moe"):
+        fields["num_nextn_predict_layers"] = cfg.int("num_nextn_predict_layers", default=1, low=0)
+    return fields
+
+
+def _biases(cfg: _Config, mt: str, f: Family) -> dict:
+    if f.bias == "use_bias":  # Starcoder2: every Linear and both LayerNorms
+        b = cfg.bool("use_bias", True)
+        return {"qkv_bias": b, "attn_out_bias": b, "mlp_bias": b, "mlp_kind": "standard",
+                "norm_kind": "layernorm"}  # fmt: skip
+    if f.bias == "qkv!":  # Qwen2-MoE: q/k/v always carry a bias, o_proj never
+        return {"qkv_bias": True, "attn_out_bias": False}
+    b = cfg.bool("attention_bias", mt == "gpt_oss") if f.bias else False
+    if mt == "gpt_oss":  # experts (gate_up / down) and the router always carry biases
+        return {"qkv_bias": b, "attn_out_bias": b, "mlp_bias": True, "router_bias": True}
+    return {
+        "qkv_bias": b,
+        "attn_out_bias": b and "o" in f.bias,
+        "mlp_bias": cfg.bool("mlp_bias", False) if mt == "granite" else False,
+    }
+
+
+def _norms(cfg: _Config, mt: str, f: Family) -> dict:
+    out = {"norm_kind": "rmsnorm"}
+    if mt == "cohere":  # CohereLayerNorm: weight only; attention and MLP in parallel
+        out.update(norm_kind="layernorm_nobias", block_kind="parallel")
+        out["qk_norm"] = "full" if cfg.bool("use_qk_norm", False) else "none"
+    elif f.qk_norm == "flag":
+        out["qk_norm"] = "head" if cfg.bool("use_qk_norm", False) else "none"
+    else:
+        out["qk_norm"] = f.qk_norm
+    if mt == "starcoder2":
+        out["norm_kind"] = "layernorm"
+    return out
+
+
+def _layout(cfg: _Config, mt: str, f: Family, L: int) -> dict:
+    """Which layers slide, chunk or are linear, as the config class derives it."""
+    window = cfg.int("sliding_window", default=f.window, nullable=True)
+    types = cfg.data.get("layer_types")
+    if f.layout == "max_window" and not cfg.bool("use_sliding_window", False):
+        window = None  # Qwen3Config.__post_init__ drops the window
+    if types is None:
+        types = _default_types(cfg, f, L, window)
+    if not (
+        isinstance(types, list)
+        and len(types) == L
+        and all(t in ATTENTION_NAMES or t == "attention" for t in types)
+    ):
+        raise cfg.fail(
+            "layer_types",
+            f"must name one of {', '.join(ATTENTION_NAMES)} for each of the {L} layers",
+        )
+    if set(types) <= {"full_attention", "sliding_attention", "attention"}:
+        return _pattern(cfg, "layer_types", types, window, L)
+    out: dict = {"sliding_window": window, **compact(types, "layer_types", "layer_pattern")}
+    if "chunked_attention" in types:
+        out["attention_chunk_size"] = cfg.int("attention_chunk_size", default=8192)
+    return out
+
+
+def _default_types(cfg: _Config, f: Family, L: int, window: int | None) -> list[str]:
+    if f.layout == "max_window":  # layers i >= max_window_layers slide (when a window is set)
+        first = cfg.int("max_window_layers", default=28, low=0)
+        return [
+            "sliding_attention" if window and i >= first else "full_attention" for i in range(L)
+        ]
+    if f.layout == "window":  # Phi-3, Starcoder2: every layer slides when a window is given
+        return ["sliding_attention" if window else "full_attention"] * L
+    if f.layout == "alternate":  # gpt-oss: even layers slide
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(L)]
+    if f.layout in ("every6", "every4"):
+        n = cfg.int("sliding_window_pattern", default=6 if f.layout == "every6" else 4)
+        return ["sliding_attention" if (i + 1) % n else "full_attention" for i in range(L)]
+    if f.layout == "interval":  # Qwen3-Next: every full_attention_interval-th layer is full
+        n = cfg.int("full_attention_interval", default=4)
+        return ["linear_attention" if (i + 1) % n else "full_attention" for i in range(L)]
+    if f.layout == "nope":  # Llama 4: RoPE layers attend in chunks, NoPE layers globally
+        nope = cfg.data.get("no_rope_layers")
+        if nope is None:
+            n = cfg.int("no_rope_layer_interval", default=4)
+            nope = [int((i + 1) % n != 0) for i in range(L)]
+        if not (isinstance(nope, list) and len(nope) == L):
+            raise cfg.fail("no_rope_layers", f"must list 0 or 1 for each of the {L} layers")
+        chunked = cfg.data.get("attention_chunk_size", 8192) is not None
+        return ["chunked_attention" if x and chunked else "full_attention" for x in nope]
+    return ["full_attention"] * L
+
+
+def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
+    if not f.moe:
+        return {}
+    keys = ("num_local_experts", "num_experts", "n_routed_experts")
+    E = cfg.int(*keys)
+    out = {
+        "num_local_experts": E,
+        "num_experts_per_tok": cfg.int("num_experts_per_tok"),
+        "moe_intermediate_size": cfg.int("moe_intermediate_size", default=None, nullable=True),
+    }
+    if mt == "gpt_oss":
+        out["moe_intermediate_size"] = None  # each expert is intermediate_size wide
+    if mt == "llama4_text":  # experts and the shared expert are intermediate_size wide; dense
+        out["moe_intermediate_size"] = cfg.int("intermediate_size")  # MLPs intermediate_size_mlp
+        out["intermediate_size"] = cfg.int("intermediate_size_mlp", default=16384)
+        out["shared_expert_intermediate_size"] = out["moe_intermediate_size"]
+    elif "shared_expert_intermediate_size" in cfg.data or mt in (
+        "qwen2_moe",
+        "qwen3_next",
+        "qwen3_5_moe_text",
+    ):
+        out["shared_expert_intermediate_size"] = cfg.int(
+            "shared_expert_intermediate_size", default=None, nullable=True
+        )
+        out["shared_expert_gate"] = out["shared_expert_intermediate_size"] is not None
+    elif f.moe == "deepseek":
+        n = cfg.int(
+            "n_shared_experts", default=1 if mt != "deepseek_v2" else 2, nullable=True, low=0
+        )
+        width = out["moe_intermediate_size"] or cfg.int("intermediate_size")
+        out["shared_expert_intermediate_size"] = n * width if n else None
+        out["e_score_correction_bias"] = mt in ("deepseek_v3", "glm4_moe")  # an fp32 buffer
+    mlp = cfg.data.get("mlp_layer_types") or _mlp_types(cfg, f, L)
+    if not (isinstance(mlp, list) and len(mlp) == L and set(mlp) <= {"dense", "sparse"}):
+        raise cfg.fail("mlp_layer_types", f"must name dense or sparse for each of the {L} layers")
+    out.update(compact(mlp, "mlp_layer_types", "mlp_layer_pattern", default="sparse"))
+    return out
+
+
+def _mlp_types(cfg: _Config, f: Family, L: int) -> list[str]:
+    if f.moe == "all":
+        return ["sparse"] * L
+    if f.moe == "deepseek":  # dense before first_k_dense_replace, then every moe_layer_freq-th
+        k = cfg.int("first_k_dense_replace", default=0, low=0)
+        freq = cfg.int("moe_layer_freq", default=1)
+        return ["sparse" if i >= k and i % freq == 0 else "dense" for i in range(L)]
+    if f.moe == "llama4":  # moe_layers, else every interleave_moe_layer_step-th layer
+        layers = cfg.data.get("moe_layers")
+        if layers is None:
+            step = cfg.int("interleave_moe_layer_step", default=1)
+            layers = list(range(step - 1, L, step))
+        return ["sparse" if i in set(layers) else "dense" for i in range(L)]
+    step = cfg.int("decoder_sparse_step", default=1)  # qwen: mlp_only_layers stay dense
+    only = cfg.data.get("mlp_only_layers") or []
+    return ["sparse" if i not in only and (i + 1) % step == 0 else "dense" for i in range(L)]
+
+
+def _mla(cfg: _Config) -> dict:
+    return {
+        "q_lora_rank": cfg.int("q_lora_rank", default=1536, nullable=True),
+        "kv_lora_rank": cfg.int("kv_lora_rank", default=512),
+        "qk_nope_head_dim": cfg.int("qk_nope_head_dim", default=128),
+        "qk_rope_head_dim": cfg.int("qk_rope_head_dim", default=64),
+        "v_head_dim": cfg.int("v_head_dim", default=128),
+        "head_dim": None,
+    }

@@ -1,0 +1,106 @@
+"""Calibration: put kvcalc's figures beside a real start-up log's, and keep what the log taught.
+
+What a log fixes that kvcalc can only estimate:
+- vLLM: the memory that is neither weights nor KV cache (activation peak of the profile run,
+  non-torch memory, CUDA graphs): non_kv_overhead = total x utilization - logged weights -
+  logged available KV memory. V0's "Memory profiling results" line also gives the device total.
+- SGLang: the memory in use before the weights load ("Load weight begin. avail mem" against
+  the device total), which sets SGLang's own "total".
+`plan(..., calibration=...)` then uses those instead of the estimates, so a calibrated plan of
+the same deployment reproduces the log, and one with other settings moves from a measured base.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from calc.presets import resolve_model
+from calc.results import Result
+from calc.serving.hardware import resolve_hardware
+from calc.serving.logs import parse_log
+from calc.serving.plan import GIB, engine_plan
+
+COMPARED = (
+    ("weights_gib", "model weights, GiB"),
+    ("available_kv_cache_gib", "available KV cache memory, GiB"),
+    ("num_gpu_blocks", "GPU blocks"),
+    ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
+    ("max_concurrency", "maximum concurrency"),
+    ("max_total_num_tokens", "SGLang #tokens"),
+    ("k_size_gib", "SGLang K size, GiB"),
+)
+
+
+class Calibration(Result):
+    engine: str
+    model: str
+    gpu: str
+    logged: dict
+    rows: list[dict]  # {"figure", "logged", "kvcalc", "error_pct"}
+    learned: dict
+
+
+def _kvcalc_value(plan, key):
+    if key == "max_total_num_tokens":
+        return plan.gpu_kv_cache_tokens
+    return getattr(plan, key, None)
+
+
+def calibrate(text: str, model, gpu, weight_dtype: str = "bf16", **settings) -> Calibration:
+    """Compare a log with kvcalc's derived plan for the same settings; learn the overheads."""
+    settings = {k: v for k, v in settings.items() if v is not None}
+    logged = parse_log(text)
+    if not logged:
+        raise ValueError("the log has no vLLM or SGLang start-up line kvcalc knows")
+    spec, hw = resolve_model(model), resolve_hardware(gpu)
+    engine = settings.pop("engine", None) or logged["engine"]
+    if "max_model_len" in logged and "max_model_len" not in settings:
+        settings["max_model_len"] = logged["max_model_len"]
+    if engine == "vllm" and "gpu_memory_utilization" in logged:
+        settings.setdefault("gpu_memory_utilization", logged["gpu_memory_utilization"])
+    plan = engine_plan(spec, hw, engine, weight_dtype=weight_dtype, **settings)
+    rows = []
+    for key, label in COMPARED:
+        if key not in logged:
+            continue
+        mine = _kvcalc_value(plan, key)
+        err = None
+        if mine is not None and logged[key]:
+            err = round(100 * (mine - logged[key]) / abs(logged[key]), 3)
+        rows.append({"figure": label, "logged": logged[key], "kvcalc": mine, "error_pct": err})
+    learned = {"engine": engine, "model": spec.name, "gpu": hw.name}
+    total = hw.total_memory_bytes
+    if "total_gpu_memory_gib" in logged:
+        total = int(logged["total_gpu_memory_gib"] * GIB)
+        learned["total_memory_bytes"] = total
+    if engine == "vllm" and {"weights_gib", "available_kv_cache_gib"} <= set(logged):
+        u = settings.get("gpu_memory_utilization", 0.9)
+        used = (logged["weights_gib"] + logged["available_kv_cache_gib"]) * GIB
+        learned["non_kv_overhead_bytes"] = int(total * u - used)
+    if engine == "vllm" and {"peak_torch_gib", "non_torch_gib", "weights_gib"} <= set(logged):
+        # V0's profile line splits the overhead: the activation peak scales with the tokens
+        # of the profile batch (max_num_batched_tokens), the non-torch memory does not
+        act = (logged["peak_torch_gib"] - logged["weights_gib"]) * GIB
+        learned["activation_bytes_per_batched_token"] = act / plan.max_num_batched_tokens
+        learned["non_torch_bytes"] = int(logged["non_torch_gib"] * GIB)
+        learned.pop("non_kv_overhead_bytes", None)
+    if engine == "sglang" and "sglang_avail_before_weights_gib" in logged:
+        learned["init_used_bytes"] = int(total - logged["sglang_avail_before_weights_gib"] * GIB)
+    return Calibration(
+        engine=engine, model=spec.name, gpu=hw.name, logged=logged, rows=rows, learned=learned
+    )
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(cal.learned, indent=2) + "\n")
+
+
+def load_calibration(path: str | Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read calibration {str(path)!r}: {exc}") from exc
+    if not isinstance(data, dict) or "engine" not in data:
+        raise ValueError(f"calibration {str(path)!r} is not a file `kvcalc calibrate` wrote")
+    return data

@@ -1,0 +1,233 @@
+"""EngineConfig: one frozen, validated serving configuration, in the engine's own vocabulary.
+
+`engine_config("vllm", version="0.11.0", ...)` or `engine_config("sglang", ...)` fills every
+setting the user left unset with the default that engine version applies, and refuses settings
+the engine refuses, with the engine's own wording. Defaults that changed between releases:
+
+vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
+- gpu_memory_utilization 0.9 and block_size 16 on CUDA: EngineArgs / CacheConfig, every release.
+- max_num_batched_tokens / max_num_seqs: the V0 engine (releases before 0.8.0, when V1 became
+  the default) schedules max(max_model_len, 2048) tokens without chunked prefill, and turns
+  chunked prefill on with a 512-token budget for contexts over 32K (SchedulerConfig); V1
+  (0.8.0 on, EngineArgs._set_default_args_v1 / get_batch_defaults) uses 8192 tokens and 1024
+  sequences for the API server on GPUs of >= 70 GiB other than the A100, 2048 / 256 elsewhere.
+- the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
+  0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
+SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
+0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in the 0.4 series (ServerArgs.
+__post_init__); later releases size it from the GPU's memory and CUDA-graph batch sizes, which
+kvcalc does not model: for those pass mem_fraction_static (the error says so).
+page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
+swa_full_tokens_ratio 0.8.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calc.dtypes import canonical_dtype
+
+GIB = 2**30
+Engine = Literal["vllm", "sglang"]
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+DEFAULT_VERSION = {"vllm": "0.11.0", "sglang": "0.4.6"}
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
+
+V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (vLLM 0.8.0 release notes)
+TOKENS_LINE_FROM = (0, 7, 3)  # "GPU KV cache size: N tokens" (vllm PR #13596)
+LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class (not A100) gets the larger batch defaults
+V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len
+V0_CHUNK_TOKENS = 512  # ... with this token budget
+V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.11.0' / 'v0.10.1.1' / '0.9.2rc1' -> (0, 11, 0); a clear error otherwise."""
+    t = str(text).strip().lstrip("vV")
+    parts = []
+    for piece in t.split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            raise ValueError(f"'version' must look like 0.11.0: got {text!r}")
+        parts.append(int(digits))
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)  # type: ignore[return-value]
+
+
+class EngineConfig(BaseModel):
+    """Settings shared by both engines; VllmConfig and SglangConfig add their own."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Engine
+    version: str
+    tensor_parallel_size: int = Field(default=1, gt=0)
+    pipeline_parallel_size: int = Field(default=1, gt=0)
+    data_parallel_size: int = Field(default=1, gt=0)
+    enable_expert_parallel: bool = False
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = Field(default=None, gt=0)  # SGLang: context_length
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        return parse_version(self.version)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def kv_dtype(self, model_dtype: str = "bf16") -> str:
+        """The cache's storage dtype: 'auto' stores K and V in the model's dtype."""
+        if self.kv_cache_dtype == "auto":
+            return canonical_dtype(model_dtype)
+        return canonical_dtype(self.kv_cache_dtype)
+
+    @model_validator(mode="after")
+    def _check_common(self) -> EngineConfig:
+        parse_version(self.version)
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(
+                f"'kv_cache_dtype' must be one of {', '.join(KV_CACHE_DTYPES)}: "
+                f"got {self.kv_cache_dtype!r}"
+            )
+        return self
+
+
+class VllmConfig(EngineConfig):
+    """vLLM's serving arguments (`vllm serve --help` names, underscores for dashes)."""
+
+    engine: Literal["vllm"] = "vllm"
+    gpu_memory_utilization: float = 0.9
+    block_size: int = Field(default=16, gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+    enforce_eager: bool = False
+    cudagraph_memory_gib: float = Field(default=0.0, ge=0)  # subtracted from 0.21 on
+    enable_chunked_prefill: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> VllmConfig:
+        u = self.gpu_memory_utilization
+        if not 0 < u <= 1:  # vllm/config/cache.py: Field(gt=0, le=1)
+            raise ValueError(f"'gpu_memory_utilization' must be in (0, 1]: got {u}")
+        if self.block_size not in (1, 8, 16, 32, 64, 128, 256):
+            raise ValueError(
+                f"'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got {self.block_size}"
+            )
+        return self
+
+    @property
+    def is_v1(self) -> bool:
+        return self.version_tuple >= V1_DEFAULT_FROM
+
+
+class SglangConfig(EngineConfig):
+    """SGLang's server arguments (`python -m sglang.launch_server --help` names)."""
+
+    engine: Literal["sglang"] = "sglang"
+    mem_fraction_static: float
+    page_size: int = Field(default=1, gt=0)
+    chunked_prefill_size: int = Field(gt=0)
+    max_running_requests: int | None = Field(default=None, gt=0)
+    enable_dp_attention: bool = False
+    swa_full_tokens_ratio: float = Field(default=0.8, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SglangConfig:
+        f = self.mem_fraction_static
+        if not 0 < f < 1:
+            raise ValueError(f"'mem_fraction_static' must be in (0, 1): got {f}")
+        if self.enable_dp_attention and self.data_parallel_size < 2:
+            raise ValueError("'enable_dp_attention' needs dp_size >= 2: got dp_size=1")
+        if self.enable_dp_attention and self.tensor_parallel_size % self.data_parallel_size:
+            raise ValueError(
+                f"'tp_size' must be divisible by dp_size={self.data_parallel_size} with DP "
+                f"attention: got {self.tensor_parallel_size}"
+            )
+        return self
+
+
+# --- defaults by version ----------------------------------------------------------------------
+
+
+def vllm_batch_defaults(
+    version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str, max_model_len: int
+) -> tuple[int, int, bool]:
+    """(max_num_batched_tokens, max_num_seqs, chunked prefill on) for `vllm serve` (see the
+    module docstring for the releases)."""
+    if version >= V1_DEFAULT_FROM:
+        large = gpu_memory_gib >= LARGE_GPU_GIB and not gpu_name.lower().startswith("a100")
+        return (8192, 1024, True) if large else (2048, 256, True)
+    if max_model_len > V0_LONG_CONTEXT:
+        return V0_CHUNK_TOKENS, 256, True
+    return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
+
+
+def sglang_mem_fraction_default(version: tuple[int, int, int], tp: int) -> float:
+    """SGLang 0.4's mem_fraction_static when unset; a clear error for releases kvcalc does not
+    model (pass mem_fraction_static)."""
+    if not (0, 4, 0) <= version < (0, 5, 0):
+        raise ValueError(
+            f"'mem_fraction_static' must be given for sglang {'.'.join(map(str, version))}: "
+            "kvcalc knows the default of the 0.4 series only"
+        )
+    for at_least, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if tp >= at_least:
+            return frac
+    return 0.88
+
+
+def _sglang_chunk(gpu_memory_gib: float) -> int:
+    """chunked_prefill_size when unset (0.4 series): 2048 on GPUs under 25 GiB, else 8192."""
+    return 2048 if gpu_memory_gib < 25 else 8192
+
+
+def engine_config(
+    engine: str = "vllm",
+    *,
+    version: str | None = None,
+    gpu_memory_gib: float = 80.0,
+    gpu_name: str = "",
+    model_max_len: int = 2048,
+    **settings,
+) -> VllmConfig | SglangConfig:
+    """A validated config with the version's defaults for every setting left out or None.
+
+    `gpu_memory_gib` / `gpu_name` / `model_max_len` decide the defaults that depend on them.
+    A setting of the other engine is refused with its name.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"'engine' must be one of {', '.join(ENGINES)}: got {engine!r}")
+    version = version or DEFAULT_VERSION[engine]
+    v = parse_version(version)
+    kw = {k: val for k, val in settings.items() if val is not None}
+    cls = VllmConfig if engine == "vllm" else SglangConfig
+    unknown = sorted(set(kw) - set(cls.model_fields))
+    if unknown:
+        raise ValueError(f"'{unknown[0]}' is not a {engine} setting")
+    if engine == "vllm":
+        mml = kw.get("max_model_len", model_max_len)
+        tokens, seqs, chunked = vllm_batch_defaults(v, gpu_memory_gib, gpu_name, mml)
+        kw.setdefault("max_num_batched_tokens", tokens)
+        kw.setdefault("max_num_seqs", seqs)
+        kw.setdefault("enable_chunked_prefill", chunked)
+        if mml > model_max_len:
+            raise ValueError(
+                f"User-specified max_model_len ({mml}) is greater than the derived "
+                f"max_model_len (max_position_embeddings={model_max_len} in model's config.json)"
+            )
+    else:
+        if "mem_fraction_static" not in kw:
+            kw["mem_fraction_static"] = sglang_mem_fraction_default(
+                v, kw.get("tensor_parallel_size", 1)
+            )
+        kw.setdefault("chunked_prefill_size", _sglang_chunk(gpu_memory_gib))
+    kw.setdefault("max_model_len", model_max_len)
+    return cls(engine=engine, version=version, **kw)

@@ -1,0 +1,201 @@
+"""kvcalc against the committed start-up logs (benchmarks/engine_logs/*.toml), check by check.
+
+Each check is one logged figure beside kvcalc's, with a verdict:
+- "exact": kvcalc prints what the log prints;
+- "in interval": the log's input was rounded (GiB to 2 decimals), and the logged count lies in
+  the range of counts that rounded input allows (a range of width 1-2 blocks);
+- "within target" / "miss": a first-principles figure within / outside its target
+  (weights 0.5 %, available KV memory 2 %);
+- "not modelled": kvcalc has no rule for it yet; the reason says which.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from calc.presets import load_preset
+from calc.serving.hardware import load_hardware
+from calc.serving.memory import sglang_k_size_bytes
+from calc.serving.plan import GIB, engine_plan, prepare
+from calc.spec import ModelSpec
+
+HALF = 0.005  # GiB printed to 2 decimals
+TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0}
+NOT_MODELLED = {
+    "mla": "MLA / NSA latent pools need the layer-typed spec (issue 10, phase 2)",
+    "quantized": "MXFP4 / per-row-scale weights need calc.weight_bytes (quantized weights)",
+    "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    case: str
+    figure: str
+    logged: object
+    kvcalc: object
+    verdict: str
+    note: str = ""
+
+
+def load_cases(folder: str | Path) -> list[dict]:
+    return [tomllib.loads(p.read_text()) for p in sorted(Path(folder).glob("*.toml"))]
+
+
+def case_spec(case: dict) -> ModelSpec | None:
+    if "preset" in case:
+        return load_preset(case["preset"])
+    if "model_config" in case:
+        return ModelSpec(**case["model_config"])
+    return None
+
+
+def _gpu(case: dict):
+    try:
+        hw = load_hardware(case.get("gpu", ""))
+    except ValueError:
+        return None
+    if "total_gpu_memory_gib" in case:  # what CUDA reported in this log
+        mib = round(case["total_gpu_memory_gib"] * 1024)
+        hw = hw.model_copy(update={"driver_total_mib": mib})
+    return hw
+
+
+def _settings(case: dict) -> dict:
+    s = dict(case.get("settings", {}))
+    s.setdefault("version", case["version"])
+    if "pp_layer_partition" in s:
+        s["pp_layer_partition"] = tuple(s["pp_layer_partition"])
+    return s
+
+
+def evaluate(case: dict) -> list[Check]:
+    cid, log = case["id"], case.get("logged", {})
+    blocked = [NOT_MODELLED[c] for c in case.get("categories", []) if c in NOT_MODELLED]
+    spec = case_spec(case)
+    if blocked or (
+        spec is None and "num_gpu_blocks" not in log and "gpu_kv_cache_tokens" not in log
+    ):
+        return [Check(cid, "all", "-", "-", "not modelled", "; ".join(blocked) or "no model")]
+    if spec is None:
+        return _report_only(case)
+    if case["engine"] == "sglang":
+        return _sglang(case, spec)
+    return _vllm(case, spec)
+
+
+def _report_only(case: dict) -> list[Check]:
+    """Cases with no model: the report's arithmetic from the logged blocks or tokens."""
+    log, L = case["logged"], case["settings"]["max_model_len"]
+    out = []
+    if "num_gpu_blocks" in log:
+        tokens = log["num_gpu_blocks"] * 16
+        out.append(_eq(case["id"], "GPU KV cache size, tokens", log["gpu_kv_cache_tokens"], tokens))
+    else:
+        tokens = log["gpu_kv_cache_tokens"]
+    conc = f"{tokens / L:.2f}"
+    out.append(_eq(case["id"], "maximum concurrency", f"{log['max_concurrency']:.2f}", conc))
+    return out
+
+
+def _eq(cid, figure, logged, mine, note=""):
+    return Check(cid, figure, logged, mine, "exact" if logged == mine else "miss", note)
+
+
+def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
+    cid, log, s = case["id"], case["logged"], _settings(case)
+    wd = case.get("weight_dtype", "bf16")
+    hw = _gpu(case) or load_hardware("h100-sxm")  # the GPU only matters on the derived path
+    _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, weight_dtype=wd, **s)
+    B, L, groups = cfg.block_size, cfg.max_model_len, len(lay.groups)
+    out: list[Check] = []
+    x = log.get("available_kv_cache_gib")
+    if x is not None and x > 0:
+        lo = engine_plan(spec, hw, available_kv_gib=x - HALF, weight_dtype=wd, **s)
+        hi = engine_plan(spec, hw, available_kv_gib=x + HALF - 1e-9, weight_dtype=wd, **s)
+        for key, label in (
+            ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
+            ("num_gpu_blocks", "GPU blocks"),
+        ):
+            if key in log:
+                out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
+        if "needed_kv_cache_gib" in log:
+            got = _between(lo.refusal or "", "max seq len (", "GiB KV cache is needed")
+            got = got.split("(")[-1].strip() if got else "-"
+            want = f"{log['needed_kv_cache_gib']:.2f}"
+            out.append(_eq(cid, "KV cache needed for one request, GiB", want, got))
+        if "estimated_max_model_len" in log:
+            e = log["estimated_max_model_len"]
+            out.append(
+                _interval(cid, "estimated maximum model length", e, _longest(lo), _longest(hi), x)
+            )
+    if "max_concurrency" in log:
+        n = (
+            log["num_gpu_blocks"]
+            if "num_gpu_blocks" in log
+            else (log["gpu_kv_cache_tokens"] // B * groups)
+        )
+        if cfg.is_v1:
+            conc = n / lay.blocks_per_request(L, B, cfg.max_num_batched_tokens)
+        else:
+            conc = n * B / L
+        out.append(
+            _eq(
+                cid,
+                "maximum concurrency",
+                f"{log['max_concurrency']:.2f}",
+                f"{conc:.2f}",
+                "from the logged blocks / tokens",
+            )
+        )
+    if log.get("refusal"):
+        page_all = lay.page_bytes(B) * max(lay.rank_layers)
+        n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
+        p = engine_plan(spec, hw, available_kv_gib=n * page_all / GIB, weight_dtype=wd, **s)
+        out.append(_eq(cid, "refusal", log["refusal"], p.refusal, "from the logged blocks"))
+    if "weights_gib" in log:
+        p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)
+        out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
+    if _gpu(case) is not None and x is not None:
+        p = engine_plan(spec, hw, weight_dtype=wd, **s)
+        out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
+    return out
+
+
+def _interval(cid, label, logged, lo, hi, x) -> Check:
+    verdict = "exact" if lo == hi == logged else ("in interval" if lo <= logged <= hi else "miss")
+    note = f"{lo:,}..{hi:,} for {x - HALF:.3f}..{x + HALF:.3f} GiB"
+    return Check(cid, label, logged, (lo, hi), verdict, note)
+
+
+def _between(text: str, a: str, b: str) -> str:
+    i = text.find(a)
+    j = text.find(b, i)
+    return text[i + len(a) : j] if i >= 0 and j > i else ""
+
+
+def _longest(plan) -> int:
+    line = plan.refusal or ""
+    key = "estimated maximum model length is "
+    return int(line[line.find(key) + len(key) :].split(".")[0]) if key in line else -1
+
+
+def _pct(cid, key, logged, mine) -> Check:
+    err = 100 * (mine - logged) / abs(logged)
+    verdict = "within target" if abs(err) <= TARGETS[key] else "miss"
+    note = f"{err:+.2f} % (target {TARGETS[key]} %)"
+    return Check(cid, key, logged, round(mine, 4), verdict, note)
+
+
+def _sglang(case: dict, spec: ModelSpec) -> list[Check]:
+    cid, log, s = case["id"], case["logged"], _settings(case)
+    hw = _gpu(case) or load_hardware("h100-sxm")
+    _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
+    t = log["max_total_num_tokens"]
+    k = sglang_k_size_bytes(
+        t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
+    )
+    want = f"{log['k_size_gib']:.2f}"
+    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")]

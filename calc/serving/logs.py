@@ -1,0 +1,79 @@
+"""Reading vLLM and SGLang start-up logs: the figures each line states, in kvcalc's names.
+
+`parse_log(text)` returns a dict with the keys of a benchmarks/engine_logs case's [logged]
+table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
+max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
+max_total_num_tokens, kv_cache_capacity_tokens, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
+sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, engine.
+The first occurrence wins (with TP every rank prints its own; rank 0 usually first).
+SGLang's "GB" is GiB (its code divides by 1 << 30); vLLM V0's "took X GB" is GiB too.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NUM = r"(-?[0-9][0-9,]*\.?[0-9]*)"
+PATTERNS: dict[str, re.Pattern] = {
+    "weights_gib": re.compile(
+        rf"(?:Model loading took|Loading model weights took) {_NUM} G(?:i)?B"
+    ),
+    "available_kv_cache_gib": re.compile(rf"Available KV cache memory: {_NUM} GiB"),
+    "gpu_kv_cache_tokens": re.compile(rf"GPU KV cache size: {_NUM} tokens"),
+    "num_gpu_blocks": re.compile(rf"# GPU blocks: {_NUM}"),
+    "max_concurrency": re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {_NUM}x"),
+    "peak_torch_gib": re.compile(rf"peak_torch_memory={_NUM}GiB"),
+    "non_torch_gib": re.compile(rf"non_torch_memory={_NUM}GiB"),
+    "total_gpu_memory_gib": re.compile(rf"total_gpu_memory={_NUM}GiB"),
+    "v0_kv_cache_gib": re.compile(rf"kv_cache_size={_NUM}GiB"),
+    "gpu_memory_utilization": re.compile(rf"gpu_memory_utilization={_NUM}"),
+    "needed_kv_cache_gib": re.compile(rf"\({_NUM} GiB KV cache is needed"),
+    "refused_available_gib": re.compile(rf"available KV cache memory \({_NUM} GiB\)"),
+    "estimated_max_model_len": re.compile(rf"estimated maximum model length is {_NUM}"),
+    "kv_cache_capacity_tokens": re.compile(rf"can be stored in KV cache \({_NUM}\)"),
+    "max_total_num_tokens": re.compile(rf"KV Cache is allocated\. #tokens: {_NUM}"),
+    "k_size_gib": re.compile(rf"K size: {_NUM} GB"),
+    "v_size_gib": re.compile(rf"V size: {_NUM} GB"),
+    "kv_size_gib": re.compile(rf"KV size: {_NUM} GB"),
+    "sglang_avail_before_weights_gib": re.compile(rf"Load weight begin\. avail mem={_NUM} GB"),
+    "sglang_avail_after_weights_gib": re.compile(
+        rf"Load weight end\..*avail mem={_NUM} GB, mem usage={_NUM} GB"
+    ),
+}
+_INT_KEYS = {
+    "kv_cache_capacity_tokens",
+    "gpu_kv_cache_tokens",
+    "num_gpu_blocks",
+    "estimated_max_model_len",
+    "max_total_num_tokens",
+}
+
+
+def _num(text: str, key: str):
+    t = text.replace(",", "")
+    return int(float(t)) if key in _INT_KEYS else float(t)
+
+
+def parse_log(text: str) -> dict:
+    """The figures of one start-up log (see the module docstring); {} for no known line."""
+    out: dict = {}
+    for key, pat in PATTERNS.items():
+        match = pat.search(text)
+        if not match:
+            continue
+        if key == "max_concurrency":
+            out["max_model_len"] = _num(match.group(1), "estimated_max_model_len")
+            out[key] = _num(match.group(2), key)
+        elif key == "sglang_avail_after_weights_gib":
+            out[key] = _num(match.group(1), key)
+            out["weights_gib"] = _num(match.group(2), key)
+        else:
+            out.setdefault(key, _num(match.group(1), key))
+    if "refused_available_gib" in out:
+        out.setdefault("available_kv_cache_gib", out.pop("refused_available_gib"))
+    if "v0_kv_cache_gib" in out:
+        out.setdefault("available_kv_cache_gib", out.pop("v0_kv_cache_gib"))
+    if out:
+        sglang = "max_total_num_tokens" in out or "sglang_avail_after_weights_gib" in out
+        out["engine"] = "sglang" if sglang else "vllm"
+    return out

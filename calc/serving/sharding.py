@@ -1,0 +1,130 @@
+"""Weights per rank as vLLM and SGLang load them: the layer split, vocab padding, rotary cache.
+
+Built on calc.sharding (tensor-parallel split of each weight matrix, KV-head replication,
+weight dtypes); what the engines add:
+- pipeline split: vLLM's get_pp_indices (vllm/distributed/utils.py) gives each of the pp ranks
+  L // pp layers and one more to each of the L % pp ranks just before the last (the last rank
+  already holds the LM head); VLLM_PP_LAYER_PARTITION overrides it ("16,32"). The first rank
+  holds the embedding, the last the final norm and the LM head (a tied head is a second copy
+  there when pp > 1).
+- vocab padding: VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of
+  64 rows (DEFAULT_VOCAB_PADDING_SIZE) before splitting it tp-ways.
+- the rotary cos/sin cache: get_rope builds a [max_position, rotary_dim] table in the model's
+  dtype on every rank; "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
+  + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517).
+Expert parallelism: with enable_expert_parallel the experts are split ep = tp x dp ways
+whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways.
+"""
+
+from __future__ import annotations
+
+import functools
+from math import ceil
+
+from calc.dtypes import dtype_bits
+from calc.params import norm_params
+from calc.sharding import (
+    DEFAULT_GROUP_SIZE,
+    DEFAULT_SCALE_BYTES,
+    LINEAR_COMPONENTS,
+    QUANTIZED_DTYPES,
+    UNQUANTIZED_DTYPE,
+    check_parallel,
+    quantized_bytes,
+    weight_params_per_gpu,
+)
+from calc.spec import ModelSpec
+
+VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
+LAYER_KEYS = ("attn/q", "attn/kv", "attn/o", "mlp", "router", "norm")
+
+
+def pp_layer_split(num_layers: int, pp: int, partition: tuple[int, ...] | None = None):
+    """Layers on each pipeline rank, in order (vLLM get_pp_indices)."""
+    if partition is not None:
+        if len(partition) != pp or sum(partition) != num_layers:
+            raise ValueError(
+                f"'pp_layer_partition' must have {pp} parts adding up to {num_layers} layers: "
+                f"got {','.join(map(str, partition))}"
+            )
+        return tuple(partition)
+    if pp > num_layers:
+        raise ValueError(f"'pp' must be at most num_hidden_layers={num_layers}: got {pp}")
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return tuple(parts)
+
+
+def padded_vocab(vocab_size: int) -> int:
+    return -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+
+
+def rotary_cache_elements(spec: ModelSpec) -> int:
+    """cos/sin table entries: max_position x rotary_dim (none for learned or ALiBi positions)."""
+    if spec.position_embedding != "rope":
+        return 0
+    return spec.max_position_embeddings * spec.head_dim
+
+
+def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
+    if wd in QUANTIZED_DTYPES and key in LINEAR_COMPONENTS:
+        return quantized_bytes(n, wd, *q)
+    return quantized_bytes(n, UNQUANTIZED_DTYPE if wd in QUANTIZED_DTYPES else wd)
+
+
+@functools.lru_cache(maxsize=4096)
+def rank_weight_bytes(
+    spec: ModelSpec,
+    tp: int = 1,
+    pp: int = 1,
+    weight_dtype: str = "bf16",
+    ep: int = 1,
+    partition: tuple[int, ...] | None = None,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    scale_bytes: int = DEFAULT_SCALE_BYTES,
+    zero_point_bits: int = 0,
+) -> tuple[int, ...]:
+    """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike)."""
+    tp, pp = check_parallel(spec, tp, pp)
+    q = (group_size, scale_bytes, zero_point_bits)
+    L, h = spec.num_hidden_layers, spec.hidden_size
+    per_tp = weight_params_per_gpu(spec, tp, 1)  # all L layers, this TP rank's shards
+    final_norm = norm_params(spec) if spec.final_norm else 0
+    layer = {k: per_tp[k] // L for k in LAYER_KEYS}
+    layer["norm"] = (per_tp["norm"] - final_norm) // L
+    if ep > 1 and spec.is_moe:
+        if spec.num_local_experts % ep:
+            raise ValueError(
+                f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
+                f"{spec.num_local_experts}"
+            )
+        whole = weight_params_per_gpu(spec, 1, 1)["mlp"] // L  # every expert, unsplit
+        layer["mlp"] = whole // ep
+    layer_bytes = sum(_bytes(n, k, weight_dtype, q) for k, n in layer.items())
+    rows = ceil(padded_vocab(spec.vocab_size) / tp)
+    table = _bytes(rows * h, "embed", weight_dtype, q)
+    pos = _bytes(per_tp["pos_embed"], "pos_embed", weight_dtype, q)
+    rope = rotary_cache_elements(spec) * dtype_bits(_act_dtype(weight_dtype)) // 8
+    norm_b = _bytes(final_norm, "norm", weight_dtype, q)
+    out = []
+    split = pp_layer_split(L, pp, partition)
+    for r, n_layers in enumerate(split):
+        b = n_layers * layer_bytes + rope
+        if r == 0:
+            b += table + pos
+        if r == pp - 1:
+            b += norm_b
+            if not spec.tie_word_embeddings or pp > 1:
+                b += table
+        out.append(b)
+    return tuple(out)
+
+
+def _act_dtype(weight_dtype: str) -> str:
+    return "fp32" if weight_dtype == "fp32" else "bf16"
+
+
+def rank_layers(spec: ModelSpec, pp: int, partition: tuple[int, ...] | None = None):
+    """Decoder layers on each pipeline rank (the KV cache of each rank covers these)."""
+    return pp_layer_split(spec.num_hidden_layers, pp, partition)

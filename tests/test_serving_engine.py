@@ -1,0 +1,125 @@
+"""EngineConfig defaults and refusals, the vLLM / SGLang arithmetic written out from their source."""
+
+import pytest
+from pydantic import ValidationError
+
+from calc.serving.engine import engine_config, parse_version
+from calc.serving.plan import engine_plan
+from calc.serving.sharding import pp_layer_split
+
+GIB = 2**30
+
+
+def test_version_defaults_for_vllm_batches():
+    # V1 (0.8.0 on), API server, >= 70 GiB non-A100: 8192 tokens / 1024 seqs; else 2048 / 256
+    big = engine_config("vllm", version="0.11.0", gpu_memory_gib=79.2, gpu_name="h100-sxm")
+    small = engine_config("vllm", version="0.11.0", gpu_memory_gib=79.2, gpu_name="a100-80gb")
+    assert (big.max_num_batched_tokens, big.max_num_seqs) == (8192, 1024)
+    assert (small.max_num_batched_tokens, small.max_num_seqs) == (2048, 256)
+    # V0: max(max_model_len, 2048) without chunked prefill; 512 above 32K
+    v0 = engine_config("vllm", version="0.6.4", max_model_len=20000, model_max_len=131072)
+    assert v0.max_num_batched_tokens == 20000 and not v0.is_v1
+    v0_long = engine_config("vllm", version="0.6.4", max_model_len=65536, model_max_len=131072)
+    assert v0_long.max_num_batched_tokens == 512
+
+
+def test_sglang_mem_fraction_by_tp_in_the_04_series():
+    for tp, frac in ((1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81), (16, 0.79)):
+        cfg = engine_config("sglang", version="0.4.6", tensor_parallel_size=tp)
+        assert cfg.mem_fraction_static == frac
+    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.5"):
+        engine_config("sglang", version="0.5.2")
+    assert engine_config("sglang", version="0.5.2", mem_fraction_static=0.8).page_size == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"gpu_memory_utilization": 0.0}, "'gpu_memory_utilization' must be in (0, 1]"),
+        ({"gpu_memory_utilization": 1.2}, "'gpu_memory_utilization' must be in (0, 1]"),
+        ({"block_size": 24}, "'block_size' must be one of"),
+        ({"kv_cache_dtype": "int3"}, "'kv_cache_dtype' must be one of"),
+        ({"mem_fraction_static": 0.8}, "'mem_fraction_static' is not a vllm setting"),
+        ({"version": "latest"}, "'version' must look like"),
+    ],
+)
+def test_bad_vllm_settings_are_refused(kwargs, message):
+    with pytest.raises(
+        (ValueError, ValidationError),
+        match=message.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]"),
+    ):
+        engine_config("vllm", **kwargs)
+
+
+def test_max_model_len_over_the_model_is_refused_as_vllm_words_it():
+    with pytest.raises(ValueError, match=r"User-specified max_model_len \(200000\) is greater"):
+        engine_config("vllm", max_model_len=200000, model_max_len=131072)
+
+
+def test_tp_not_dividing_heads_is_refused():
+    with pytest.raises(ValueError, match="'tp' must divide num_attention_heads=32"):
+        engine_plan("llama-3.1-8b", "h100-sxm", tensor_parallel_size=3)
+
+
+def test_parse_version():
+    assert parse_version("v0.10.1.1") == (0, 10, 1)
+    assert parse_version("0.9.2rc1") == (0, 9, 2)
+
+
+def test_pp_split_as_vllm_get_pp_indices():
+    # 80 layers / 3 ranks: 26 each, the 2 extra go to the ranks before the last
+    assert pp_layer_split(80, 3) == (27, 27, 26)
+    assert pp_layer_split(48, 2, (16, 32)) == (16, 32)
+    with pytest.raises(ValueError, match="'pp_layer_partition' must have 2 parts"):
+        pp_layer_split(48, 2, (16, 30))
+
+
+def test_vllm_v1_blocks_tokens_concurrency_written_out():
+    # Qwen3-14B-like geometry is not needed: llama-3.1-8b, 32 layers x 8 KV heads x 128, bf16
+    page = 2 * 16 * 8 * 128 * 2  # AttentionSpec.page_size_bytes, one layer
+    avail = 10 * GIB
+    blocks = avail // page // 32  # get_num_blocks
+    p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=10, max_model_len=10000)
+    assert p.num_gpu_blocks == blocks
+    assert p.gpu_kv_cache_tokens == blocks * 16
+    assert p.max_concurrency == blocks / -(-10000 // 16)
+
+
+def test_gpt_oss_groups_split_the_pool():
+    # gpt-oss-120b: 18 full + 18 sliding layers -> 2 groups of 18; tokens = blocks // 2 x 16
+    spec = dict(
+        name="g",
+        num_hidden_layers=36,
+        hidden_size=2880,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        intermediate_size=2880,
+        num_local_experts=128,
+        num_experts_per_tok=4,
+        vocab_size=201088,
+        max_position_embeddings=131072,
+        sliding_window=128,
+        sliding_window_pattern=2,
+    )
+    from calc.spec import ModelSpec
+
+    p = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38)
+    page = 2 * 16 * 8 * 64 * 2
+    blocks = int(5.38 * GIB) // page // 18
+    assert (p.kv_groups, p.num_gpu_blocks, p.gpu_kv_cache_tokens) == (2, blocks, blocks // 2 * 16)
+    # per request: ceil(131072 / 16) full blocks + ceil((128 - 1 + 8192) / 16) + 1 sliding
+    assert p.max_concurrency == blocks / (8192 + 520 + 1)
+
+
+def test_sglang_pool_written_out():
+    # rest = total x frac - weights (free after start-up = total - reserve); cell = G x d x L x 2 x 2
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", available_kv_gib=20)
+    cell = 8 * 128 * 32 * 2 * 2
+    assert p.gpu_kv_cache_tokens == 20 * GIB // cell
+    assert p.k_size_gib == round((p.gpu_kv_cache_tokens + 1) * 8 * 128 * 32 * 2 / GIB, 2)
+
+
+def test_nothing_available_is_refused_in_vllm_words():
+    p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=-1)
+    assert p.refusal.startswith("No available memory for the cache blocks")
