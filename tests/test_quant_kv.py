@@ -61,3 +61,50 @@ def test_group_kv_scheme_is_not_stored_in_checkpoints():
         checkpoint_kv_scale_bytes(
             KVCacheScheme(strategy="group", group_size=32), layers=1, kv_heads=1, head_dim=64
         )
+
+
+# --- calc.kvcache's kv_scales= ---------------------------------------------------------------------
+
+
+def test_kv_cache_bytes_adds_the_scales():
+    import calc
+
+    spec = calc.load_preset("llama-3-8b")  # 32 layers, 8 KV heads of 128
+    plain = calc.kv_cache_bytes(spec, 4096, 2, dtype="fp8")
+    assert calc.kv_cache_bytes(spec, 4096, 2, dtype="fp8", kv_scales="fp8") == plain + 32 * 2 * 4
+    int8 = calc.kv_cache_bytes(spec, 4096, 2, dtype="int8")
+    # per token, layer and K/V head: one fp16 scale and one fp16 zero point
+    assert calc.kv_cache_bytes(spec, 4096, 2, dtype="int8", kv_scales="int-head") == (
+        int8 + 32 * 2 * 4096 * (2 * 8) * (2 + 2)
+    )
+
+
+def test_sliding_layers_scale_only_their_window():
+    import calc
+
+    spec = calc.load_preset("gemma-2-9b")  # 42 layers alternate 4096-token sliding / global
+    layers = calc.kv_cache_layer_bytes(spec, 10000, dtype="int4", kv_scales="int-g32")
+    plain = calc.kv_cache_layer_bytes(spec, 10000, dtype="int4")
+    groups = 2 * spec.n_kv_heads * spec.head_dim // 32
+    extra = [a - b for a, b in zip(layers, plain, strict=True)]
+    assert extra[0] == 4096 * groups * 4 and extra[1] == 10000 * groups * 4
+
+
+def test_mla_latent_scales():
+    import calc
+
+    spec = calc.load_preset("deepseek-v3")  # 61 MLA layers caching 512 + 64 latent channels
+    extra = calc.kv_cache_bytes(
+        spec, 1000, dtype="fp8", kv_scales="fp8-head"
+    ) - calc.kv_cache_bytes(spec, 1000, dtype="fp8")
+    assert extra == 61 * 2 * 1 * 4  # one latent "head": a K and a V scale per layer
+    g = calc.quant.KVScales("group", 64, "fp32")
+    grouped = calc.kv_cache_bytes(spec, 1000, dtype="fp8", kv_scales=g)
+    assert grouped - calc.kv_cache_bytes(spec, 1000, dtype="fp8") == 61 * 1000 * (576 // 64) * 4
+
+
+def test_bad_kv_scales_are_refused():
+    import calc
+
+    with pytest.raises(ValueError, match="'kv_scales' must be a KVScales or one of fp8"):
+        calc.kv_cache_bytes(calc.load_preset("llama-3-8b"), 8, kv_scales="int3")

@@ -21,13 +21,67 @@ layer mix; `checkpoint_kv_scale_bytes` is what a quantized checkpoint stores for
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from calc.errors import check_count
 from calc.quant.config import KVCacheScheme, dtype_bytes, dtype_name
 
 Granularity = Literal["tensor", "head", "group"]
 GRANULARITIES: tuple[str, ...] = ("tensor", "head", "group")
+
+
+class KVScales(NamedTuple):
+    """How a quantized KV cache keeps its scales (the `kv_scales=` option of calc.kvcache)."""
+
+    granularity: Granularity = "tensor"
+    group_size: int | None = None  # "group": channels per scale (None: a whole head)
+    scale_dtype: str = "fp32"
+    zero_point: bool = False  # asymmetric int caches keep a zero point beside each scale
+
+
+KV_SCALES: dict[str, KVScales] = {
+    # fp8 K and V with one fp32 scale each per layer (vLLM --kv-cache-dtype fp8, SGLang)
+    "fp8": KVScales("tensor"),
+    # fp8 with a scale per KV head (compressed-tensors kv_cache_scheme strategy attn_head)
+    "fp8-head": KVScales("head"),
+    # int8 / int4 per token and head, fp16 scale and zero point (LMDeploy quant_policy 8 / 4)
+    "int-head": KVScales("group", None, "fp16", True),
+    # int4 per token in groups of 32 channels, fp16 scale and zero point
+    "int-g32": KVScales("group", 32, "fp16", True),
+}
+
+
+def resolve_kv_scales(value: object) -> KVScales | None:
+    """None, a KVScales, or one of KV_SCALES' names; a ValueError naming 'kv_scales' else."""
+    if value is None or isinstance(value, KVScales):
+        return value
+    if isinstance(value, str) and value in KV_SCALES:
+        return KV_SCALES[value]
+    raise ValueError(
+        f"'kv_scales' must be a KVScales or one of {', '.join(KV_SCALES)}: got {value!r}"
+    )
+
+
+def cache_layer_scale_bytes(
+    scales: KVScales, *, elems_per_token: int, kv_heads: int, head_dim: int, tokens: int, batch: int
+) -> int:
+    """Scales of ONE attention layer's cache for `batch` sequences of `tokens` cached tokens.
+
+    `elems_per_token` is what the layer caches per token (2 x G x head_dim; MLA: its latent, one
+    "head" of that width), so a group scale covers `group_size` of those elements.
+    """
+    if scales.granularity != "group":
+        return kv_scale_bytes(
+            layers=1, kv_heads=kv_heads, head_dim=head_dim, granularity=scales.granularity,
+            scale_dtype=scales.scale_dtype, zero_point=scales.zero_point,
+        )  # fmt: skip
+    g = head_dim if scales.group_size is None else check_count("group_size", scales.group_size)
+    if head_dim % g or elems_per_token % g:
+        raise ValueError(f"'group_size' must divide head_dim={head_dim}: got {g}")
+    per = dtype_bytes(dtype_name(scales.scale_dtype, "scale_dtype")) * (
+        2 if scales.zero_point else 1
+    )
+    return batch * tokens * (elems_per_token // g) * per
 
 
 def kv_scale_bytes(
