@@ -106,3 +106,36 @@ def test_medgemma_vision_tower_is_the_difference():
     tower = (d * 3 * 14 * 14 + d) + patches * d + n_layers * layer + 2 * d  # patch, pos, post-LN
     projector = d * cfg["text_config"]["hidden_size"] + d  # mm_input_projection, soft-emb norm
     assert index["total_size"] - stored(cfg) == 2 * (tower + projector)
+
+
+# huggingface.js packages/hub/src/lib/parse-safetensors-metadata.spec.ts (commit fe42e680) counts
+# the parameters of published checkpoints by safetensors dtype, read from their shard headers:
+# an independent tally of what they store (its comments give the excluded scale counts).
+HFJS = "https://github.com/huggingface/huggingface.js/blob/fe42e68017ffc76d09922ea8f9b38a6964345710/packages/hub/src/lib/parse-safetensors-metadata.spec.ts"
+
+
+def test_gpt_oss_120b_against_its_shard_headers():
+    """openai/gpt-oss-120b (revision b5c939de): BF16 2,167,371,072 values; U8 57,330,892,800
+    packed MXFP4 bytes and 3,583,180,800 UE8M0 scale bytes (HFJS)."""
+    spec = calc.from_hf_config(
+        Path(__file__).parent / "fixtures" / "hf" / "modern" / "gpt-oss-120b.json"
+    )
+    parts = calc.weight_bytes_breakdown(spec)
+    assert parts["mlp:packed"] == 57_330_892_800 and parts["mlp:scales"] == 3_583_180_800
+    assert calc.weight_bytes(spec) == 2 * 2_167_371_072 + 57_330_892_800 + 3_583_180_800
+
+
+def test_bnb_4bit_llama_packs_every_block_linear_and_keeps_the_head():
+    """unsloth/Meta-Llama-3.1-8B-Instruct-bnb-4bit (revision f15c379f): U8 3,489,660,928 packed
+    bytes (every block Linear, two weights a byte) and BF16 1,050,939,392 values (embedding,
+    lm_head, norms) (HFJS; absmax / quant_map / quant_state are its bookkeeping, not counted)."""
+    spec = calc.load_preset("llama-3.1-8b").replace(
+        quantization=calc.quant.parse_quantization_config(
+            {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+             "bnb_4bit_use_double_quant": True, "llm_int8_skip_modules": None}
+        ).model_dump()
+    )  # fmt: skip
+    parts = calc.weight_bytes_breakdown(spec)
+    assert sum(v for k, v in parts.items() if k.endswith(":packed")) == 3_489_660_928
+    base = sum(v for k, v in parts.items() if ":" not in k)
+    assert base == 2 * 1_050_939_392
