@@ -21,6 +21,7 @@ from timing import best_median_us, best_rows_per_s
 
 TARGET_REPORTS_US = 50.0
 TARGET_SWEEP_ROWS_PER_S = 5e6
+TARGET_PRESET_QUERY_US = 10.0  # issue 9: any preset, the 94-layer ones included
 TARGET_IMPORT_MS = 150.0
 
 
@@ -53,6 +54,26 @@ def bench_reports(iterations: int, runs: int) -> dict[str, float]:
             fn()  # warm caches and the allocator
         out[name] = best_median_us(fn, iterations, runs)
     return out
+
+
+def bench_every_preset(iterations: int, runs: int) -> tuple[str, float, float]:
+    """params + KV bytes (param_count, kv_cache_bytes at 8192 tokens), warm, per preset:
+    (slowest preset, its median µs, the median over presets)."""
+    import statistics
+
+    import calc
+
+    times = {}
+    for name in calc.list_presets():
+        spec = calc.load_preset(name)
+
+        def query(spec=spec):
+            calc.param_count(spec)
+            calc.kv_cache_bytes(spec, 8192)
+
+        times[name] = best_median_us(query, iterations, runs)
+    worst = max(times, key=times.get)
+    return worst, times[worst], statistics.median(times.values())
 
 
 def bench_sweep(runs: int, seq_lens: int) -> tuple[int, float]:
@@ -119,6 +140,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{name} (llama-2-70b, 4096 tokens, warm): {us:.1f} µs median"
             + target * (name.endswith("reports"))
         )
+    worst, worst_us, median_us = bench_every_preset(iterations // 5, runs)
+    print(
+        f"params + KV bytes, every preset (warm): median {median_us:.1f} µs, slowest {worst} "
+        f"{worst_us:.1f} µs  [target <= {TARGET_PRESET_QUERY_US:.0f} µs: "
+        f"{_verdict(worst_us <= TARGET_PRESET_QUERY_US)}]"
+    )
     rows, per_s = bench_sweep(runs, seq_lens)
     print(
         f"calc.sweep: {rows:,} rows at {per_s / 1e6:.1f} M rows/s  "

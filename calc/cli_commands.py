@@ -50,43 +50,42 @@ def cmd_kv(args) -> int:
         f"{spec.label}: KV cache for {group(args.batch)} x {group(args.seq)} tokens, "
         f"{rep.dtype} ({elem} per element){blocks}"
     )
+    if spec.is_mla:
+        per = f"latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} (MLA) x {elem}"
+    else:
+        per = f"2 x {spec.n_kv_heads} KV heads x {spec.head_dim} head_dim x {elem}"
+    cached = spec.num_hidden_layers - spec.attention_counts.get("linear_attention", 0)
     print_pairs(
         [
-            (
-                "K+V per token per layer",
-                f"2 x {spec.n_kv_heads} KV heads x {spec.head_dim} head_dim"
-                f" x {elem} = {fmt_bytes(rep.bytes_per_token_per_layer)}",
-            ),
-            (f"K+V per token, {spec.num_hidden_layers} layers", fmt_bytes(rep.bytes_per_token)),
+            ("K+V per token per layer", f"{per} = {fmt_bytes(rep.bytes_per_token_per_layer)}"),
+            (f"K+V per token, {cached} attention layers", fmt_bytes(rep.bytes_per_token)),
             ("total", fmt_bytes(rep.total_bytes)),
         ]
     )
     print("layers")
     rows = []
-    for sliding, n_layers in ((False, spec.n_full_layers), (True, spec.n_sliding_layers)):
-        if not n_layers:
-            continue
+    for kind, n_layers in spec.attention_counts.items():
         tokens = cached_tokens(
-            spec,
-            args.seq,
-            sliding=sliding,
-            block_size=args.block_size,
-            window_tokens=args.window_tokens,
+            spec, args.seq, kind=kind, block_size=args.block_size, window_tokens=args.window_tokens
         )
-        i = spec.layer_is_sliding.index(sliding)
-        window = f" (window {group(spec.sliding_window)})" if sliding else ""
-        rows.append(
-            (
-                f"{n_layers} {'sliding' if sliding else 'full-attention'} layers{window}",
-                f"{group(tokens)} tokens/seq",
-                f"{fmt_bytes(rep.layer_bytes[i])} each",
-            )
+        i = spec.attention_types.index(kind)
+        what = {
+            "full_attention": "full-attention layers",
+            "sliding_attention": f"sliding layers (window {group(spec.sliding_window or 0)})",
+            "chunked_attention": f"chunked layers (chunk {group(spec.attention_chunk_size or 0)})",
+            "linear_attention": "linear-attention layers (constant state)",
+        }[kind]
+        held = (
+            "conv + recurrent state"
+            if kind == "linear_attention"
+            else f"{group(tokens)} tokens/seq"
         )
+        rows.append((f"{n_layers} {what}", held, f"{fmt_bytes(rep.layer_bytes[i])} each"))
     print_table(rows, indent=2, align="lrl")
-    if spec.n_sliding_layers:
+    if {"sliding_attention", "chunked_attention"} & set(spec.attention_counts):
         print(
-            f"  (a sliding layer keeps min(seq, window) tokens; window_tokens={args.window_tokens};"
-            " transformers' sliding caches keep window-1)"
+            f"  (a sliding / chunked layer keeps min(seq, window) tokens; window_tokens="
+            f"{args.window_tokens}; transformers' caches keep window-1)"
         )
     return 0
 
@@ -103,7 +102,7 @@ def cmd_attention(args) -> int:
     print(
         f"{spec.label}: attention at {group(args.seq)} tokens x batch {group(args.batch)}, "
         f"{r.dtype}; 2 FLOPs per multiply-add, {spec.num_attention_heads} query heads x "
-        f"head_dim {spec.head_dim}"
+        f"head_dim {spec.qk_head_dim if spec.is_mla else spec.head_dim}"
     )
     print("FLOPs, all layers")
     print_pairs(
@@ -144,7 +143,7 @@ def cmd_attention(args) -> int:
 
 def cmd_compare(args) -> int:
     from calc.reports import compare_attention
-    from calc.units import fmt_bytes, fmt_params, percent
+    from calc.units import fmt_bytes, fmt_flops, percent
 
     spec = _spec(args)
     c = compare_attention(spec, args.seq, args.batch, args.dtype)
@@ -152,23 +151,27 @@ def cmd_compare(args) -> int:
         emit_json(c)
         return 0
     print(
-        f"{spec.label}: {c.query_heads} query heads x head_dim {spec.head_dim}, "
+        f"{spec.label}: {c.query_heads} query heads x head_dim {spec.qk_head_dim}, "
         f"{c.seq_len:,} tokens x batch {c.batch}, {c.dtype}; * = this model"
     )
+    own = "this model" if any(r.variant == "this model" for r in c.rows) else spec.attention_kind
     rows = [
         (
-            r.variant + (" *" if r.variant == spec.attention_kind else ""),
-            r.kv_heads,
-            f"{r.kv_heads}/{c.query_heads}",
+            r.variant + (" *" if r.variant == own else ""),
+            "-" if r.kv_heads is None else f"{r.kv_heads}/{c.query_heads}",
+            fmt_bytes(r.kv_bytes_per_token),
             fmt_bytes(r.kv_cache_bytes),
-            fmt_params(r.kv_proj_params),
+            fmt_flops(r.prefill_attention_flops),
+            fmt_flops(r.decode_attention_flops),
             percent(r.savings),
         )
         for r in c.rows
     ]
     print_table(
-        rows, ("variant", "KV heads G", "G/H", "KV cache", "W_k+W_v params", "KV saving vs MHA")
-    )
+        rows,
+        ("variant", "G/H", "KV per token", "KV cache", "prefill attn", "decode attn",
+         "saving vs MHA"),
+    )  # fmt: skip
     return 0
 
 

@@ -113,10 +113,12 @@ def _spec_rows(s) -> list[tuple[str, str]]:
         ("num_attention_heads", f"{H} query heads"),
         (
             "num_key_value_heads",
-            f"{G} KV head{'s' if G > 1 else ''}: {s.attention_kind}, {s.kv_groups} query heads per KV head",
+            "MLA: one latent per token, shared by every head"
+            if s.is_mla
+            else f"{G} KV head{'s' if G > 1 else ''}: {s.attention_kind}, {s.kv_groups} query heads per KV head",
         ),
-        ("head_dim", f"{d}" + (f" (not hidden_size / heads = {derived})" if d != derived else "")),
-        ("intermediate_size", f"{s.intermediate_size:,}" + (" per expert" if s.is_moe else "")),
+        ("head_dim", _head_dim_text(s, d, derived)),
+        ("intermediate_size", _widths_text(s)),
         ("vocab_size", f"{s.vocab_size:,}"),
         ("max_position_embeddings", f"{s.max_position_embeddings:,} tokens"),
         ("mlp", f"{s.mlp_kind} ({s.hidden_act})"),
@@ -149,6 +151,66 @@ def _spec_rows(s) -> list[tuple[str, str]]:
                 f"{s.num_hidden_layers} layers",
             )
         )
+    if s.attention_chunk_size is not None:
+        rows.append(("attention_chunk_size", f"{s.attention_chunk_size:,} tokens"))
+    rows.append(("layers", _layers_text(s)))
+    if "linear_attention" in s.attention_counts:
+        rows.append(
+            (
+                "linear attention",
+                f"Gated DeltaNet: {s.linear_num_key_heads} key heads x {s.linear_key_head_dim}, "
+                f"{s.linear_num_value_heads} value heads x {s.linear_value_head_dim}, "
+                f"conv kernel {s.linear_conv_kernel_dim}",
+            )
+        )
     if s.is_moe:
-        rows.append(("experts", f"{s.num_experts_per_tok} of {s.num_local_experts} per token"))
+        shared = " + shared" if s.shared_expert_intermediate_size else ""
+        rows.append(
+            ("experts", f"{s.num_experts_per_tok} of {s.num_local_experts} per token{shared}")
+        )
+    extras = [
+        n
+        for n, on in (
+            (f"q/k norm ({s.qk_norm})", s.qk_norm != "none"),
+            ("attention sinks", s.attention_sinks),
+            ("output gate", s.attn_output_gate),
+            ("router bias", s.router_bias),
+            (f"{s.num_nextn_predict_layers} MTP layer(s), counted", s.include_mtp),
+            (
+                f"{s.num_nextn_predict_layers} MTP layer(s), not counted",
+                s.num_nextn_predict_layers and not s.include_mtp,
+            ),
+        )
+        if on
+    ]
+    if extras:
+        rows.append(("also", ", ".join(extras)))
     return rows
+
+
+def _head_dim_text(s, d: int, derived: int) -> str:
+    if s.is_mla:
+        return (
+            f"MLA: q/k {s.qk_head_dim} ({s.qk_nope_head_dim} nope + {s.qk_rope_head_dim} rope), "
+            f"v {s.v_head_dim}; latent kv_lora_rank {s.kv_lora_rank}, q_lora_rank "
+            f"{s.q_lora_rank or 'none'}"
+        )
+    return f"{d}" + (f" (not hidden_size / heads = {derived})" if d != derived else "")
+
+
+def _widths_text(s) -> str:
+    if not s.is_moe:
+        return f"{s.intermediate_size:,}"
+    out = f"{s.expert_intermediate_size:,} per expert"
+    if s.n_moe_layers < s.num_hidden_layers:
+        out += f", {s.intermediate_size:,} dense"
+    if s.shared_expert_intermediate_size:
+        out += f", {s.shared_expert_intermediate_size:,} shared"
+    return out
+
+
+def _layers_text(s) -> str:
+    names = {"full_attention": "full", "sliding_attention": "sliding",
+             "chunked_attention": "chunked", "linear_attention": "linear"}  # fmt: skip
+    groups = ", ".join(f"{g.count} {names[g.attention]}/{g.mlp}" for g in s.layer_groups)
+    return f"{groups} (attention/MLP)"

@@ -81,7 +81,7 @@ def state_bytes_per_sequence(
     n = spec.attention_counts.get("linear_attention", 0)
     if not n:
         return 0
-    return n * -(-KINDS["linear_attention"].state_elems(spec, convention) * dtype_bits(dtype) // 8)
+    return n * -(-KINDS["linear_attention"].state_bits(spec, dtype_bits(dtype), convention) // 8)
 
 
 def kv_cache_group_bytes(
@@ -110,8 +110,8 @@ def kv_cache_group_bytes(
         if block_size is not None:
             t = -(-t // block_size) * block_size  # whole blocks
         per_token = k.kv_elems_per_token(spec, conv)
-        elems = t * per_token + k.state_elems(spec, conv)
-        size[kind] = -(-(batch * elems * bits) // 8)
+        layer_bits = t * per_token * bits + k.state_bits(spec, bits, conv)
+        size[kind] = -(-(batch * layer_bits) // 8)
         if scales is not None and per_token:  # issue 11: a quantized cache's scales
             heads, width = (1, per_token) if spec.is_mla else (spec.n_kv_heads, spec.head_dim)
             size[kind] += cache_layer_scale_bytes(

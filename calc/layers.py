@@ -14,8 +14,8 @@ Two cache conventions (`Convention`):
   qk_rope_head_dim per token, a linear layer a conv state of kernel - 1 columns plus its
   recurrent state;
 - "transformers": what transformers 5.x's DynamicCache holds: sliding and chunked layers keep
-  window - 1 / chunk - 1 tokens (`DynamicSlidingWindowLayer`), MLA layers cache full per-head
-  K (nope + rope) and V (v_head_dim), linear layers a conv state of `kernel` columns.
+  window - 1 / chunk - 1 tokens (`DynamicSlidingWindowLayer`), MLA layers the same latent,
+  linear layers a conv state of `kernel` columns.
 Counting conventions: 2 FLOPs per multiply-add; H is the *query* head count.
 
 >>> from calc.spec import ModelSpec
@@ -55,9 +55,9 @@ class Softmax:
     def kv_elems_per_token(self, spec: ModelSpec, convention: Convention) -> int:
         if not spec.is_mla:
             return 2 * spec.n_kv_heads * spec.head_dim  # K and V, G heads each
-        if convention == "transformers":  # DeepseekV3Attention caches expanded per-head K and V
-            return spec.num_attention_heads * (spec.qk_head_dim + spec.v_head_dim)
-        return spec.kv_lora_rank + spec.qk_rope_head_dim  # the latent c_KV and the shared k_rope
+        # the latent c_KV and the shared k_rope; transformers 5.x's DeepSeek attention caches
+        # the same two tensors (measured: tests/test_reference_modern.py)
+        return spec.kv_lora_rank + spec.qk_rope_head_dim
 
     def cached_tokens(self, spec: ModelSpec, n, convention: Convention, minimum=min):
         w = self.window(spec)
@@ -67,6 +67,10 @@ class Softmax:
 
     def state_elems(self, spec: ModelSpec, convention: Convention) -> int:
         return 0
+
+    def state_bits(self, spec: ModelSpec, bits: int, convention: Convention) -> int:
+        """The constant per-sequence state in bits, for a cache of `bits`-bit elements."""
+        return self.state_elems(spec, convention) * bits
 
     def flops_per_pair(self, spec: ModelSpec, mla_absorbed: bool = False) -> int:
         """QK^T (2 * H * d_qk) + AV (2 * H * d_v) for one query-key pair in one layer."""
@@ -147,6 +151,15 @@ class Linear(Softmax):
             spec.linear_num_value_heads * spec.linear_key_head_dim * spec.linear_value_head_dim
         )
         return conv + recurrent
+
+    def state_bits(self, spec: ModelSpec, bits: int, convention: Convention) -> int:
+        """transformers keeps the recurrent state in float32 whatever the model's dtype
+        (measured: a bf16 Qwen3-Next's cache, tests/test_presets_modern.py); engines keep both
+        states in the cache dtype."""
+        if convention != "transformers":
+            return self.state_elems(spec, convention) * bits
+        conv = self.conv_dim(spec) * spec.linear_conv_kernel_dim
+        return conv * bits + (self.state_elems(spec, convention) - conv) * 32
 
     def flops_per_pair(self, spec: ModelSpec, mla_absorbed: bool = False) -> int:
         return 0

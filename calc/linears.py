@@ -86,8 +86,8 @@ def _attention(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
     o = Linear("attn/o", a + "o_proj", H * spec.v_dim, h, n, spec.attn_out_bias)
     if spec.is_mla:
         q_out = H * spec.qk_head_dim
-        if spec.q_lora_rank is None:
-            q = [Linear("attn/q", a + "q_proj", h, q_out, n, b)]
+        if spec.q_lora_rank is None:  # DeepseekV2/V3Attention: q_proj never has a bias
+            q = [Linear("attn/q", a + "q_proj", h, q_out, n)]
         else:  # low-rank queries: h -> q_lora_rank -> H * (nope + rope)
             r = spec.q_lora_rank
             q = [
@@ -134,13 +134,12 @@ def _mlp(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
     if kind == "dense":
         return _ffn(spec, "mlp", m, spec.intermediate_size, n, spec.mlp_bias, False)
     E, h = spec.num_local_experts, spec.hidden_size
-    out = _ffn(
-        spec, "mlp", m + "experts.", spec.expert_intermediate_size, n * E, spec.mlp_bias, True
-    )
+    f = spec.expert_intermediate_size
+    out = _ffn(spec, "mlp", m + "experts.", f, n * E, spec.expert_bias, True)
     out.append(Linear("router", m + "gate", h, E, n, spec.router_bias))  # logits: h -> E
     fs = spec.shared_expert_intermediate_size
     if fs is not None:
-        out += _ffn(spec, "mlp/shared", m + "shared_experts.", fs, n, False, False)
+        out += _ffn(spec, "mlp/shared", m + "shared_experts.", fs, n, spec.mlp_bias, False)
         if spec.shared_expert_gate:  # Qwen2-MoE: sigmoid(h -> 1) scales the shared output
             out.append(Linear("mlp/shared", m + "shared_expert_gate", h, 1, n))
     return out

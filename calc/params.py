@@ -67,8 +67,8 @@ def expert_params(spec: ModelSpec) -> int:
     """One routed expert (one MLP for a dense model), weights and biases."""
     from calc.linears import _ffn
 
-    f = spec.expert_intermediate_size
-    return sum(x.numel for x in _ffn(spec, "mlp", "", f, 1, spec.mlp_bias, False))
+    f, bias = spec.expert_intermediate_size, spec.expert_bias if spec.is_moe else spec.mlp_bias
+    return sum(x.numel for x in _ffn(spec, "mlp", "", f, 1, bias, False))
 
 
 def _extras(spec: ModelSpec) -> dict[str, int]:

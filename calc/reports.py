@@ -103,30 +103,48 @@ def attention_cost(
 
 
 def compare_attention(
-    spec: ModelSpec, seq_len: int | None = None, batch: int = 1, dtype: str = "bf16"
+    spec: ModelSpec,
+    seq_len: int | None = None,
+    batch: int = 1,
+    dtype: str = "bf16",
+    *,
+    window: int | None = None,
 ) -> AttentionComparison:
-    """The same model as MHA (G = H), GQA (its own G) and MQA (G = 1).
+    """The same model as MHA (G = H), GQA (its own G), MQA (G = 1), MLA, sliding window and
+    linear attention (calc/variants.py), and as configured when its layers mix kinds.
 
-    `seq_len` defaults to the model's context length. For a model that is already MHA or MQA,
-    the GQA row repeats its own KV-head count.
+    `seq_len` defaults to the model's context length. KV cache and attention FLOPs at that
+    length; savings are 1 - cache / MHA's cache (= 1 - G/H for the full-attention rows). An MLA
+    row's decode is taken against its latent cache (absorbed products).
     """
+    from calc.variants import attention_variants
+
     n = spec.max_position_embeddings if seq_len is None else seq_len
     n, batch = check_count("seq_len", n, allow_zero=True), check_count("batch", batch)
     dtype = canonical_dtype(dtype)
     H = spec.num_attention_heads
     rows = []
-    for variant, g in (("MHA", H), ("GQA", spec.n_kv_heads), ("MQA", 1)):
-        # model_copy skips validation (replace() costs ~7 µs): G = H, the spec's own G and 1
-        # always divide H, and nothing else in the spec depends on G
-        s = spec.model_copy(update={"num_key_value_heads": g})
+    mha_cache = None
+    for variant, s in attention_variants(spec, window):
+        cache = kv_cache_bytes(s, n, batch, dtype)
+        mha_cache = cache if mha_cache is None else mha_cache
+        b = param_breakdown(s)
+        g = None if (s.is_mla or set(s.attention_counts) == {"linear_attention"}) else s.n_kv_heads
+        if variant == "this model":
+            g = None
         rows.append(
             AttentionVariant(
                 variant=variant,
                 kv_heads=g,
-                ratio=g / H,
-                kv_cache_bytes=kv_cache_bytes(s, n, batch, dtype),
-                kv_proj_params=param_breakdown(s)["attn/kv"],  # W_k + W_v (+ biases), all layers
-                savings=1 - g / H,
+                ratio=None if g is None else g / H,
+                kv_bytes_per_token=kv_bytes_per_token(s, dtype),
+                kv_cache_bytes=cache,
+                kv_proj_params=b["attn/kv"] + b["attn/linear"],  # W_k + W_v (+ biases), all layers
+                prefill_attention_flops=att.attention_flops_prefill(s, n, batch),
+                decode_attention_flops=att.attention_flops_decode(
+                    s, n, batch, mla_absorbed=s.is_mla
+                ),
+                savings=1 - cache / mha_cache if mha_cache else 0.0,
             )
         )
     return AttentionComparison(

@@ -74,12 +74,15 @@ class AttentionReport(Result):
 
 
 class AttentionVariant(Result):
-    variant: str  # MHA / GQA / MQA
-    kv_heads: int
-    ratio: float  # G / H
-    kv_cache_bytes: int
-    kv_proj_params: int  # W_k + W_v (+ biases) over all layers
-    savings: float  # 1 - G / H
+    variant: str  # MHA / GQA / MQA / MLA / sliding / linear / this model
+    kv_heads: int | None  # None: MLA's latent, linear attention's state, a mixed model
+    ratio: float | None  # G / H
+    kv_bytes_per_token: int  # all layers, before windows cap them
+    kv_cache_bytes: int  # at seq_len x batch: tokens kept and constant states
+    kv_proj_params: int  # W_k + W_v (+ biases; MLA's kv_a/kv_b, linear's projections)
+    prefill_attention_flops: int  # causal, at seq_len
+    decode_attention_flops: int  # one token at seq_len of context
+    savings: float  # 1 - cache / MHA's cache (= 1 - G / H for full attention)
 
 
 class AttentionComparison(Result):

@@ -109,7 +109,7 @@ def weight_params_per_gpu(spec: ModelSpec, tp: int = 1, pp: int = 1) -> Mapping[
     total = param_breakdown(spec)
     final_norm = norm_params(spec) if spec.final_norm else 0
     o_bias = h if spec.attn_out_bias else 0  # row-parallel bias: every GPU keeps it
-    down_bias = h if spec.mlp_bias else 0
+    down_bias = h if (spec.expert_bias if spec.is_moe else spec.mlp_bias) else 0
     split_expert = expert_params(spec) - down_bias
     layer = {  # one layer, on one GPU
         "attn/q": total["attn/q"] // L // tp,  # H * d columns (+ bias), H % tp == 0

@@ -50,6 +50,9 @@ _INT_FIELDS = (
 )  # fmt: skip
 
 
+_CACHED = ("attention_types", "mlp_types", "layer_groups", "attention_counts", "memo")
+
+
 class ModelSpec(BaseModel):
     """A decoder-only transformer, exactly enough to count its parameters, FLOPs and KV cache."""
 
@@ -83,7 +86,8 @@ class ModelSpec(BaseModel):
     tie_word_embeddings: bool = Field(default=False, strict=True)
     qkv_bias: bool = Field(default=False, strict=True)
     attn_out_bias: bool = Field(default=False, strict=True)
-    mlp_bias: bool = Field(default=False, strict=True)  # dense MLPs and experts (gpt-oss)
+    mlp_bias: bool = Field(default=False, strict=True)  # dense and shared-expert MLPs
+    expert_bias: bool = Field(default=False, strict=True)  # routed experts (gpt-oss)
     norm_kind: NormKind = "rmsnorm"
     norms_per_block: Literal[1, 2, 4] = 2  # 1: parallel (PaLM, Falcon-7B); 4: Gemma 2 sandwich
     final_norm: bool = Field(default=True, strict=True)
@@ -294,6 +298,14 @@ class ModelSpec(BaseModel):
 
         check_spec(self)
         return self
+
+    def model_copy(self, *, update=None, deep: bool = False) -> ModelSpec:
+        """pydantic's copy, without the derived values cached for the original (an update may
+        change what they derive from)."""
+        copy = super().model_copy(update=update, deep=deep)
+        for key in _CACHED:
+            copy.__dict__.pop(key, None)
+        return copy
 
     def replace(self, **changes) -> ModelSpec:
         """A validated copy with some fields changed (`model_copy` skips validation)."""

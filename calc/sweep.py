@@ -114,8 +114,12 @@ def sweep(
     # per model and layer kind, the formulas of calc.layers applied to whole columns
     kinds = sorted({k for sp in specs for k in sp.attention_counts})
     bits = [dtype_bits(d) for d in dts]
-    elems = {k: [KINDS[k].kv_elems_per_token(sp, "engine") for sp in specs] for k in kinds}
-    states = {k: [KINDS[k].state_elems(sp, "engine") for sp in specs] for k in kinds}
+
+    def per_model(k, f):  # 0 for models without layers of kind k (their sizes may be unset)
+        return [f(KINDS[k], sp) if k in sp.attention_counts else 0 for sp in specs]
+
+    elems = {k: per_model(k, lambda kind, sp: kind.kv_elems_per_token(sp, "engine")) for k in kinds}
+    states = {k: per_model(k, lambda kind, sp: kind.state_elems(sp, "engine")) for k in kinds}
     layers = {k: [sp.attention_counts.get(k, 0) for sp in specs] for k in kinds}
 
     # int64 unless the largest product could overflow: then exact Python ints (slow, rare)
@@ -140,17 +144,18 @@ def sweep(
         # KV bytes, as calc.kvcache: each layer's bytes rounded up to whole bytes, then x layers
         tokens = np.concatenate(
             [np.asarray(kind.cached_tokens(sp, nn, "engine", minimum=np.minimum)) + 0 * nn
-             for sp in specs]
+             if k in sp.attention_counts else 0 * nn for sp in specs]
         )  # fmt: skip
         layer_bits = (tokens * col(elems[k], (M, 1, 1, 1)) + col(states[k], (M, 1, 1, 1))) * bt
         kv = kv + Lk * -(-(bb * layer_bits) // 8)
         per_token = per_token + Lk * -(-(col(elems[k], (M, 1, 1, 1)) * bt) // 8)
         # attention FLOPs, as calc.attention: per-pair FLOPs x causal pairs (+ per-token work)
         pairs = np.concatenate(
-            [np.asarray(kind.pairs(sp, nf, True, minimum=np.minimum)) + 0 * nf for sp in specs]
+            [np.asarray(kind.pairs(sp, nf, True, minimum=np.minimum)) + 0 * nf
+             if k in sp.attention_counts else 0 * nf for sp in specs]
         )  # fmt: skip
-        per_pair = col([kind.flops_per_pair(sp) for sp in specs], (M, 1, 1, 1), f64)
-        per_tok = col([kind.token_flops(sp) for sp in specs], (M, 1, 1, 1), f64)
+        per_pair = col(per_model(k, lambda kind, sp: kind.flops_per_pair(sp)), (M, 1, 1, 1), f64)
+        per_tok = col(per_model(k, lambda kind, sp: kind.token_flops(sp)), (M, 1, 1, 1), f64)
         attn = attn + bf * Lk.astype(f64) * (per_pair * pairs + per_tok * nf)
     mm = col([matmul_params(sp) for sp in specs], (M, 1, 1, 1), f64)
     forward = 2 * bf * nf * mm + attn  # [M, S, B, 1]

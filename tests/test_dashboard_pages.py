@@ -251,6 +251,13 @@ def test_kv_mha_gqa_mqa_bytes_and_savings():
         "MHA": 64 * per_head,
         "GQA": 8 * per_head,
         "MQA": per_head,
+        # MLA with DeepSeek-V2's ranks for head_dim 128: latent 4 x 128 + rope key 64
+        "MLA": 80 * (512 + 64) * 4096 * 2,
+        # sliding: Mistral's 4096-token window, which 4096 tokens just fill
+        "sliding": 8 * per_head,
+        # Gated DeltaNet state per layer: conv (2 x 8 x 128 + 64 x 128) x (4 - 1) taps
+        # + 64 value heads x 128 x 128 recurrent, bf16, 80 layers
+        "linear": 80 * ((2 * 8 * 128 + 64 * 128) * 3 + 64 * 128 * 128) * 2,
     }
     assert df["savings"]["GQA"] == 1 - 8 / 64
     at.number_input(key="kv:ctx").set_value(8192).run()

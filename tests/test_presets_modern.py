@@ -181,3 +181,30 @@ def test_written_out_deepseek_v3():
     assert total_ == calc.param_count(calc.load_preset("deepseek-v3")) == 671_026_404_352
     # KV cache per token: the latent (512) and the shared rope key (64) in each of 61 layers
     assert calc.kv_bytes_per_token(calc.load_preset("deepseek-v3"), "bf16") == 61 * 576 * 2
+
+
+@pytest.mark.parametrize("name", sorted(MODERN))
+def test_transformers_cache_bytes_full_width(name):
+    # the cache a bf16 prefill leaves in transformers' DynamicCache, at full width on meta (no
+    # memory), for the first layers (a whole pattern period: up to 8), past the smallest
+    # window or chunk so that sliding and chunked layers are capped
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from test_reference_modern import _cache_layer_bytes
+
+    transformers.logging.set_verbosity_error()
+    spec = calc.load_preset(name)
+    cfg = _hf_config(name)
+    k = min(spec.num_hidden_layers, 8)
+    cfg.num_hidden_layers = k
+    for attr in ("layer_types", "no_rope_layers", "mlp_layer_types"):
+        if getattr(cfg, attr, None) is not None:
+            setattr(cfg, attr, getattr(cfg, attr)[:k])
+    caps = [w for w in (spec.sliding_window, spec.attention_chunk_size) if w]
+    n = min(caps) + 3 if caps else 64
+    with torch.device("meta"), torch.no_grad():
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        ids = torch.zeros(1, n, dtype=torch.long)
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+    want = calc.kv_cache_layer_bytes(spec, n, 1, "bf16", convention="transformers")[:k]
+    assert _cache_layer_bytes(cache) == want

@@ -169,14 +169,26 @@ def test_compare_rows():
     c = compare_attention(s, seq_len=32, batch=2, dtype="fp16")
     assert isinstance(c, AttentionComparison)
     assert (c.model, c.seq_len, c.batch, c.dtype, c.query_heads) == ("h64g8", 32, 2, "fp16", 64)
-    assert [(r.variant, r.kv_heads) for r in c.rows] == [("MHA", 64), ("GQA", 8), ("MQA", 1)]
-    assert [r.ratio for r in c.rows] == [1.0, 0.125, 1 / 64]
-    assert [r.savings for r in c.rows] == [0.0, 0.875, 1 - 1 / 64]
-    for r in c.rows:
+    assert [(r.variant, r.kv_heads) for r in c.rows] == [
+        ("MHA", 64), ("GQA", 8), ("MQA", 1), ("MLA", None), ("sliding", 8), ("linear", None)
+    ]  # fmt: skip
+    full = c.rows[:3]
+    assert [r.ratio for r in full] == [1.0, 0.125, 1 / 64]
+    assert [r.savings for r in full] == [0.0, 0.875, 1 - 1 / 64]
+    for r in full:
         # 2 (K, V) x 2 layers x G x d=4 x 32 tokens x 2 sequences x 2 B
         assert r.kv_cache_bytes == 2 * 2 * r.kv_heads * 4 * 32 * 2 * 2
         # W_k + W_v: 2 x h (=256) x G*d, per layer
         assert r.kv_proj_params == 2 * 2 * 256 * r.kv_heads * 4
+        # causal pairs 32 x 33 / 2 per head-layer, 4 x H x d FLOPs each, 2 layers, 2 sequences
+        assert r.prefill_attention_flops == 2 * 2 * (4 * 64 * 4) * (32 * 33 // 2)
+    mla, sliding, linear = c.rows[3:]
+    # MLA (DeepSeek-V2 ranks for d=4): latent 16 + rope key 2 per token and layer
+    assert mla.kv_cache_bytes == 2 * (16 + 2) * 32 * 2 * 2
+    # sliding: the 4096-token default window is past 32 tokens, so it caches like GQA
+    assert sliding.kv_cache_bytes == full[1].kv_cache_bytes
+    # linear: per layer and sequence, conv (2 x 8 x 4 + 64 x 4) x 3 taps + 64 x 4 x 4 state
+    assert linear.kv_cache_bytes == 2 * 2 * ((2 * 8 * 4 + 64 * 4) * 3 + 64 * 4 * 4) * 2
     # the spec passed in is untouched
     assert s.n_kv_heads == 8
 
@@ -190,7 +202,7 @@ def test_compare_defaults_to_context_length():
 def test_compare_llama_2_70b_preset():
     # Llama 2 70B: 64 query heads, 8 KV heads (config.json); MHA would cache 8x more
     c = compare_attention(calc.load_preset("llama-2-70b"), 4096)
-    mha, gqa, mqa = (r.kv_cache_bytes for r in c.rows)
+    mha, gqa, mqa = (r.kv_cache_bytes for r in c.rows[:3])
     assert gqa == 2 * 80 * 8 * 128 * 4096 * 2
     assert mha == 8 * gqa and mqa * 8 == gqa
 
@@ -203,13 +215,19 @@ def test_compare_keeps_qkv_bias_in_kv_params():
 
 def test_compare_frame():
     df = compare_attention(shape(16, 1), 32).to_frame()
-    assert df["variant"].tolist() == ["MHA", "GQA", "MQA"]
-    assert df["kv_heads"].tolist() == [16, 1, 1]  # an MQA model's GQA row repeats G = 1
+    assert df["variant"].tolist() == ["MHA", "GQA", "MQA", "MLA", "sliding", "linear"]
+    # an MQA model's GQA row repeats G = 1; MLA's latent and linear state have no KV heads
+    assert df["kv_heads"].tolist()[:3] == [16, 1, 1] and df["kv_heads"].isna().tolist()[3:] == [
+        True, False, True
+    ]  # fmt: skip
     assert set(df.columns) == {
         "variant",
         "kv_heads",
         "ratio",
         "kv_cache_bytes",
+        "kv_bytes_per_token",
+        "prefill_attention_flops",
+        "decode_attention_flops",
         "kv_proj_params",
         "savings",
     }

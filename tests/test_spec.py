@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+import calc
 from calc import ModelSpec, format_error
 
 BASE = dict(
@@ -259,3 +260,12 @@ def test_moe_flag_and_label():
     assert spec(num_local_experts=8, num_experts_per_tok=2).is_moe
     assert spec().label == "toy"
     assert spec(display_name="Toy 1B").label == "Toy 1B"
+
+
+def test_model_copy_does_not_reuse_derived_values():
+    # derived values are cached per spec; a copy with other fields must not see the original's
+    spec = calc.load_preset("llama-3-70b")
+    assert calc.param_breakdown(spec)["attn/kv"] == 80 * 2 * 8192 * 8 * 128
+    mha = spec.model_copy(update={"num_key_value_heads": 64})
+    assert calc.param_breakdown(mha)["attn/kv"] == 80 * 2 * 8192 * 64 * 128  # 10,737,418,240
+    assert calc.param_breakdown(spec)["attn/kv"] == 80 * 2 * 8192 * 8 * 128  # untouched

@@ -173,3 +173,16 @@ def test_sweep_is_vectorized():
     # 5 x 10 x 2 x 4 = 400 rows versus 5 x 5000 x 8 x 4 = 800,000 rows: the same Python work
     assert small > 0
     assert small == large
+
+
+def test_sweep_equals_scalar_for_every_layer_kind():
+    # MLA (DeepSeek-V3), linear + full (Qwen3-Next), chunked + full (Llama 4 Scout),
+    # sliding + full (Gemma 3, gpt-oss): row by row, around the 8192-token chunk edge
+    names = ["deepseek-v3", "qwen3-next-80b-a3b", "llama-4-scout", "gemma-3-27b", "gpt-oss-120b"]
+    df = calc.sweep(names, [0, 1, 100, 8191, 8192, 8193, 40000], [1, 3], ["bf16", "fp8"])
+    assert len(df) == 5 * 7 * 2 * 2
+    for r in df.itertuples():
+        s = calc.load_preset(r.model)
+        assert r.kv_cache_bytes == calc.kv_cache_bytes(s, r.seq_len, r.batch, r.dtype)
+        assert r.kv_bytes_per_token == calc.kv_bytes_per_token(s, r.dtype)
+        assert r.prefill_attention_flops == calc.attention_flops_prefill(s, r.seq_len, r.batch)

@@ -57,7 +57,7 @@ FAMILIES = {
     "starcoder2": F(2, None, True, 4096, bias="use_bias", layout="window"),
     "granite": F(None, None, False, 2048),
     "cohere": F(None, None, True, 8192, norms=1, qk_norm="cohere"),
-    "exaone4": F(None, None, False, 2048, qk_norm="head", layout="every4", window=4096),
+    "exaone4": F(None, None, False, 2048, bias="", qk_norm="head", layout="every4", window=4096),
     "smollm3": F(4, None, True, 32768, layout="max_window"),
 }
 MODERN_TYPES = tuple(FAMILIES)
@@ -125,11 +125,13 @@ def _biases(cfg: _Config, mt: str, f: Family) -> dict:
         return {"qkv_bias": True, "attn_out_bias": False}
     b = cfg.bool("attention_bias", mt == "gpt_oss") if f.bias else False
     if mt == "gpt_oss":  # experts (gate_up / down) and the router always carry biases
-        return {"qkv_bias": b, "attn_out_bias": b, "mlp_bias": True, "router_bias": True}
+        return {"qkv_bias": b, "attn_out_bias": b, "expert_bias": True, "router_bias": True}
     return {
         "qkv_bias": b,
         "attn_out_bias": b and "o" in f.bias,
-        "mlp_bias": cfg.bool("mlp_bias", False) if mt == "granite" else False,
+        "mlp_bias": cfg.bool("mlp_bias", False)
+        if mt in ("granite", "smollm3", "deepseek_v2")
+        else False,
     }
 
 
@@ -216,11 +218,7 @@ def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
         out["moe_intermediate_size"] = cfg.int("intermediate_size")  # MLPs intermediate_size_mlp
         out["intermediate_size"] = cfg.int("intermediate_size_mlp", default=16384)
         out["shared_expert_intermediate_size"] = out["moe_intermediate_size"]
-    elif "shared_expert_intermediate_size" in cfg.data or mt in (
-        "qwen2_moe",
-        "qwen3_next",
-        "qwen3_5_moe_text",
-    ):
+    elif mt in ("qwen2_moe", "qwen3_next", "qwen3_5_moe_text"):  # one gated shared expert
         out["shared_expert_intermediate_size"] = cfg.int(
             "shared_expert_intermediate_size", default=None, nullable=True
         )

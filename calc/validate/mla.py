@@ -11,7 +11,8 @@ Two caches (`cache=`):
   rope key, kv_lora_rank + qk_rope_head_dim elements. Decoding is *absorbed* (DeepSeek-V2
   §2.1.2): q_nope is taken into the latent space through kv_b_proj's k part (W_UK), scores are
   q_lat . c + q_rope . k_rope, and the weighted latent goes out through the v part (W_UV);
-- "expanded" (the "transformers" convention): per-head K (nope + rope) and V, naive decoding.
+- "expanded": per-head K (nope + rope) and V, naive decoding: what a cache without absorption
+  would hold (transformers 5.x's DeepSeek attention caches the latent, like the engines).
 Prefill is naive either way (kv_b_proj expands every token once). But: no RoPE (values, not
 shapes: kvcalc counts neither its parameters nor FLOPs), no softmax scale tweaks (mscale).
 """

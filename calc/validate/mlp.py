@@ -65,10 +65,10 @@ class MoE(nn.Module):
         if spec.e_score_correction_bias:
             self.register_buffer("e_score_correction_bias", torch.zeros(E))
         width = spec.expert_intermediate_size
-        self.experts = nn.ModuleList(MLP(spec, width) for _ in range(E))
+        self.experts = nn.ModuleList(MLP(spec, width, bias=spec.expert_bias) for _ in range(E))
         fs = spec.shared_expert_intermediate_size
         if fs is not None:
-            self.shared_experts = MLP(spec, fs, bias=False)
+            self.shared_experts = MLP(spec, fs)
             if spec.shared_expert_gate:
                 self.shared_expert_gate = nn.Linear(h, 1, bias=False)
 
