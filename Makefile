@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_capacity.py
 	$(BIN)/python benchmarks/bench_dashboard.py
+	$(BIN)/python benchmarks/bench_quant.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

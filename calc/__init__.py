@@ -69,6 +69,8 @@ _LAZY = {
     **dict.fromkeys(["ErrataReport", "Erratum", "check_errata"], "calc.errata"),
     **dict.fromkeys(["fmt_bytes", "fmt_flops", "fmt_params"], "calc.units"),
     "sweep_plans": "calc.plan_sweep",
+    # issue 11: what a (quantized) checkpoint stores
+    **dict.fromkeys(["weight_bytes", "weight_bytes_breakdown"], "calc.quant.weights"),
 }
 
 

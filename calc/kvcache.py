@@ -11,7 +11,8 @@ architecture needs, as vLLM / SGLang allocate it; "transformers" (= `window_toke
 is what transformers' DynamicCache holds: window - 1 tokens in sliding and chunked layers, full
 per-head K and V for MLA, a conv state of `kernel` columns. Paged rounding (`block_size`) rounds
 each sequence's tokens per layer up to whole blocks.
-But: no quantization scales for fp8/int8/int4 caches, no prefix sharing between sequences.
+But: no prefix sharing between sequences; the scales of an fp8 / int8 / int4 cache are counted
+only when asked for (`kv_scales=`, calc/quant/kv.py).
 
 >>> from calc.presets import load_preset
 >>> kv_cache_bytes(load_preset("llama-1-65b"), 2048, dtype="fp16")   # 2*80*64*128*2048*2
@@ -25,6 +26,7 @@ from typing import Literal
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
 from calc.layers import KINDS, Convention, convention_of
+from calc.quant.kv import KVScales, cache_layer_scale_bytes, resolve_kv_scales
 from calc.spec import ModelSpec
 
 WindowTokens = Literal["window", "window-1"]
@@ -91,9 +93,14 @@ def kv_cache_group_bytes(
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
     convention: Convention | None = None,
+    kv_scales: KVScales | str | None = None,
 ) -> dict[str, int]:
-    """{attention type: bytes of one such layer} for `batch` sequences of `seq_len` tokens."""
+    """{attention type: bytes of one such layer} for `batch` sequences of `seq_len` tokens.
+
+    `kv_scales` (calc.quant.kv.KV_SCALES names or a KVScales): add the scales a quantized cache
+    keeps beside K and V (fp8 per tensor / per head, int per token and group)."""
     seq_len, batch, block_size = _validate(seq_len, batch, dtype, block_size)
+    scales = resolve_kv_scales(kv_scales)
     conv = convention_of(window_tokens, convention)
     bits = dtype_bits(dtype)
     size = {}
@@ -102,8 +109,15 @@ def kv_cache_group_bytes(
         t = k.cached_tokens(spec, seq_len, conv)
         if block_size is not None:
             t = -(-t // block_size) * block_size  # whole blocks
-        layer_bits = t * k.kv_elems_per_token(spec, conv) * bits + k.state_bits(spec, bits, conv)
+        per_token = k.kv_elems_per_token(spec, conv)
+        layer_bits = t * per_token * bits + k.state_bits(spec, bits, conv)
         size[kind] = -(-(batch * layer_bits) // 8)
+        if scales is not None and per_token:  # issue 11: a quantized cache's scales
+            heads, width = (1, per_token) if spec.is_mla else (spec.n_kv_heads, spec.head_dim)
+            size[kind] += cache_layer_scale_bytes(
+                scales, elems_per_token=per_token, kv_heads=heads, head_dim=width, tokens=t,
+                batch=batch,
+            )  # fmt: skip
     return size
 
 
@@ -116,11 +130,12 @@ def kv_cache_layer_bytes(
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
     convention: Convention | None = None,
+    kv_scales: KVScales | str | None = None,
 ) -> list[int]:
     """Bytes per layer (index = layer), for `batch` sequences of `seq_len` tokens."""
     size = kv_cache_group_bytes(
         spec, seq_len, batch, dtype, block_size=block_size, window_tokens=window_tokens,
-        convention=convention,
+        convention=convention, kv_scales=kv_scales,
     )  # fmt: skip
     return [size[t] for t in spec.attention_types]
 
@@ -134,6 +149,7 @@ def kv_cache_bytes(
     block_size: int | None = None,
     window_tokens: WindowTokens = "window",
     convention: Convention | None = None,
+    kv_scales: KVScales | str | None = None,
 ) -> int:
     """Total cache bytes (KV and constant states) for `batch` sequences of `seq_len` tokens.
 
@@ -141,7 +157,7 @@ def kv_cache_bytes(
     """
     size = kv_cache_group_bytes(
         spec, seq_len, batch, dtype, block_size=block_size, window_tokens=window_tokens,
-        convention=convention,
+        convention=convention, kv_scales=kv_scales,
     )  # fmt: skip
     return sum(n * size[kind] for kind, n in spec.attention_counts.items())
 

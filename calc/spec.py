@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from calc import layout
 from calc.layout import ATTENTION_TYPES, MLP_TYPES, LayerGroup, Run
 from calc.limits import check_limit
+from calc.quant.config import QuantConfig
 
 MlpKind = Literal[
     "standard", "gated"
@@ -138,6 +139,9 @@ class ModelSpec(BaseModel):
     # --- multi-token prediction (DeepSeek-V3: num_nextn_predict_layers) -----------------------
     num_nextn_predict_layers: int = Field(default=0, ge=0)
     include_mtp: bool = Field(default=False, strict=True)  # count them (checkpoint) or not (paper)
+
+    # --- quantized checkpoint (calc.quant; from config.json's quantization_config) ------------
+    quantization: QuantConfig | None = None  # None: every tensor in one dtype
 
     # --- derived ------------------------------------------------------------------------------
     @property

@@ -80,6 +80,8 @@ EXPECTED_ALL = sorted(
         "Plan",
         "plan",
         "sweep_plans",
+        "weight_bytes",
+        "weight_bytes_breakdown",
     ]
 )
 
@@ -178,6 +180,8 @@ BAD_CALLS = [
     ),
     ("sweep_plans", lambda f: f(["llama-2-7b"], ["a100-80gb"], tps=[3]), "no tp in [3] divides"),
     ("sweep_plans", lambda f: f(["llama-2-7b"], ["h100"]), "unknown GPU 'h100'"),
+    ("weight_bytes", lambda f: f(SPEC, dtype="fp12"), DTYPE),
+    ("weight_bytes_breakdown", lambda f: f(SPEC, dtype="fp12"), DTYPE),
 ]
 
 

@@ -30,6 +30,7 @@ from calc.hf.classic import _LLAMA_LIKE, _falcon, _gpt2, _llama_like
 from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
 from calc.hf_export import to_hf_config
+from calc.quant import QuantConfig, parse_quantization_config
 from calc.spec import ModelSpec
 
 __all__ = [
@@ -113,10 +114,29 @@ def from_hf_config(
         fields = _falcon(cfg, legacy=model_type in LEGACY_FALCON_TYPES)
     fields["name"] = name or _default_name(outer, config)
     fields["family"] = "falcon" if model_type in LEGACY_FALCON_TYPES else model_type
+    quantization = _quantization(outer, data, origin)  # issue 11: quantized checkpoints
+    if quantization is not None:
+        fields["quantization"] = quantization
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as e:
         raise ValueError(f"{origin}: {format_error(e)}") from None
+
+
+def _quantization(outer: dict, text: dict, origin: str) -> QuantConfig | None:
+    """The checkpoint's `quantization_config` (also inside a wrapper's text_config), read with
+    its base dtype (torch_dtype / dtype: what unquantized tensors are stored in); None if absent."""
+    qc = outer.get("quantization_config", text.get("quantization_config"))
+    if qc is None:
+        return None
+    dtypes = (
+        outer.get("torch_dtype"),
+        outer.get("dtype"),
+        text.get("torch_dtype"),
+        text.get("dtype"),
+    )
+    dtype = next((d for d in dtypes if d is not None), "bfloat16")
+    return parse_quantization_config(qc, dtype=dtype, origin=f"{origin}: quantization_config")
 
 
 def _default_name(data: dict, config: object) -> str:

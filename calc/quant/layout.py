@@ -1,0 +1,170 @@
+"""Bytes of ONE quantized linear weight (out_features x in_features) as its library stores it.
+
+Every formula (here for GPTQ, AWQ and bitsandbytes; fp8, compressed-tensors and fp4 in
+layout_fp.py) is the shape of the tensors the writing library registers or saves, cited at
+the formula; nothing is estimated. A width the layout cannot hold (a group that does not divide
+the input width, an output that does not fill whole int32 words) is refused with a ValueError
+naming the field, never rounded.
+
+>>> from calc.quant.config import QuantScheme
+>>> gptq = QuantScheme(layout="gptq", bits=4, group_size=128, scale_dtype="fp16")
+>>> linear_bytes(gptq, 4096, 4096).total   # qweight 8 MiB + qzeros 64 KiB + scales 256 KiB + g_idx
+8732672
+"""
+
+from __future__ import annotations
+
+import json
+
+from calc.quant.config import TORCH_NAMES, QuantScheme, dtype_bytes
+from calc.quant.layout_base import PARTS, LinearBytes, _cdiv, _group, _need
+from calc.quant.layout_fp import (
+    _ct_mxfp4,
+    _ct_naive,
+    _ct_nvfp4,
+    _ct_pack,
+    _fp8,
+    _modelopt_fp8,
+    _modelopt_nvfp4,
+    _mxfp4,
+)
+
+__all__ = ["PARTS", "LinearBytes", "linear_bytes"]
+
+
+def linear_bytes(
+    s: QuantScheme, out: int, inp: int, *, bias: bool = False, dtype: str = "bf16", module: str = ""
+) -> LinearBytes:
+    """Stored bytes of one `out x inp` weight (and its bias) under scheme `s`.
+
+    `dtype` is the checkpoint's base dtype: bitsandbytes writes it into its quant_state, and most
+    layouts store the bias in it (AutoGPTQ / AutoAWQ store theirs in the scale dtype, fp16).
+    """
+    fn = _LAYOUTS[s.layout]
+    return fn(s, out, inp, bias, dtype, module)
+
+
+# --- integer group quantization: GPTQ, AWQ ---------------------------------------------------
+
+
+def _gptq(s, out, inp, bias, dtype, module):
+    # AutoGPTQ nn_modules/qlinear/qlinear_cuda_old.py QuantLinear.__init__ (same in GPTQModel):
+    #   qweight int32 (in // 32 * bits, out); qzeros int32 (ceil(in / g), out // 32 * bits);
+    #   scales (ceil(in / g), out) in the weight dtype (fp16); g_idx int32 (in,) registered
+    #   whether or not desc_act (so every GPTQ checkpoint stores it); bias (out,) if any.
+    b = s.bits
+    _need(inp % 32 == 0, "in_features", f"be a multiple of 32 to pack {b}-bit rows", inp, module)
+    _need(out * b % 32 == 0, "out_features", f"fill whole int32 words at {b} bits", out, module)
+    groups = inp // _group(s, inp, module)
+    sb = dtype_bytes(s.scale_dtype)
+    return LinearBytes(
+        packed=inp // 32 * b * out * 4,
+        zeros=groups * (out // 32 * b) * 4,
+        scales=groups * out * sb,
+        g_idx=inp * 4,
+        bias=out * sb if bias else 0,
+    )
+
+
+def _awq_gemm(s, out, inp, bias, dtype, module):
+    # AutoAWQ awq/modules/linear/gemm.py WQLinear_GEMM.__init__ (asserts in % g == 0 and
+    #   out % (32 // w_bit) == 0): qweight int32 (in, out / 8); qzeros int32 (in / g, out / 8);
+    #   scales fp16 (in / g, out); bias fp16 (out,). qzeros is registered even if unused.
+    pack = 32 // s.bits
+    _need(out % pack == 0, "out_features", f"be a multiple of {pack} for AWQ packing", out, module)
+    groups = inp // _group(s, inp, module)
+    return LinearBytes(
+        packed=inp * (out // pack) * 4,
+        zeros=groups * (out // pack) * 4,
+        scales=groups * out * 2,
+        bias=out * 2 if bias else 0,
+    )
+
+
+def _awq_gemv(s, out, inp, bias, dtype, module):
+    # AutoAWQ awq/modules/linear/gemv.py WQLinear_GEMV: qweight int32 (out, in / 8); qzeros int32
+    #   (out, w); scales fp16 (out, w * 8), w = calculate_zeros_width(in, g): ceil(in / g / 8),
+    #   then rounded up to 2 (g = 64) or 4 (g = 32) words.
+    pack = 32 // s.bits
+    _need(out % pack == 0, "out_features", f"be a multiple of {pack} for AWQ packing", out, module)
+    g = _group(s, inp, module)
+    mult = {32: 4, 64: 2}.get(g, 1)
+    _need(g >= 128 or g in (32, 64), "group_size", "be 32, 64 or >= 128 for AWQ GEMV", g, module)
+    width = _cdiv(_cdiv(inp // g, pack), mult) * mult
+    return LinearBytes(
+        packed=out * (inp // pack) * 4,
+        zeros=out * width * 4,
+        scales=out * width * pack * 2,
+        bias=out * 2 if bias else 0,
+    )
+
+
+# --- bitsandbytes ------------------------------------------------------------------------------
+
+BNB_BLOCKSIZE = 64  # bitsandbytes functional.quantize_4bit default; not a config field
+BNB_NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) -> quantize_blockwise(256)
+# json.dumps of QuantState's `nested_offset` (absmax.mean().item(), a float): its repr length
+# depends on the value, which no config holds; 20 characters is repr(float(float32)) of a
+# typical 0.0x mean ("0.021480705216526985"). Exact only up to a few bytes per matrix.
+BNB_NESTED_OFFSET_CHARS = 20
+
+
+def _bnb_4bit(s, out, inp, bias, dtype, module):
+    # bitsandbytes _ops.py quantize_4bit: out ((n + 1) // (itemsize * 2), 1) of quant_storage;
+    # absmax: one per 64-value block (float32, or uint8 + nested_absmax float32 per 256 blocks
+    # when compress_statistics); QuantState.as_dict(packed=True) saves quant_map (16 x fp32),
+    # nested_quant_map (256 x fp32) and the non-tensor items as UTF-8 JSON bytes
+    # (utils.pack_dict_to_tensor) under weight.quant_state.bitsandbytes__{nf4,fp4}.
+    n = out * inp
+    item = dtype_bytes(s.storage_dtype)
+    blocks = _cdiv(n, BNB_BLOCKSIZE)
+    state = {
+        "quant_type": s.quant_type,
+        "blocksize": BNB_BLOCKSIZE,
+        "dtype": TORCH_NAMES[dtype],
+        "shape": [out, inp],
+    }
+    meta = 16 * 4  # quant_map
+    if s.double_quant:
+        scales = blocks + _cdiv(blocks, BNB_NESTED_BLOCKSIZE) * 4
+        meta += 256 * 4  # nested_quant_map
+        state |= {"nested_blocksize": BNB_NESTED_BLOCKSIZE, "nested_dtype": "float32"}
+        extra = len(', "nested_offset": ') + BNB_NESTED_OFFSET_CHARS
+    else:
+        scales, extra = blocks * 4, 0
+    meta += len(json.dumps(state)) + extra
+    return LinearBytes(
+        packed=(n + 1) // (item * 2) * item,
+        scales=scales,
+        meta=meta,
+        bias=out * dtype_bytes(dtype) if bias else 0,
+    )
+
+
+def _bnb_8bit(s, out, inp, bias, dtype, module):
+    # bitsandbytes nn/modules.py Linear8bitLt._save_to_state_dict: weight int8 (out, in),
+    # SCB float32 (out,) row statistics, weight_format uint8 scalar (kept for compatibility).
+    return LinearBytes(
+        packed=out * inp,
+        scales=out * 4,
+        meta=1,
+        bias=out * dtype_bytes(dtype) if bias else 0,
+    )
+
+
+_LAYOUTS = {
+    "gptq": _gptq,
+    "awq-gemm": _awq_gemm,
+    "awq-gemv": _awq_gemv,
+    "bnb-4bit": _bnb_4bit,
+    "bnb-8bit": _bnb_8bit,
+    "fp8": _fp8,
+    "ct-pack": _ct_pack,
+    "ct-int": _ct_naive,
+    "ct-float": _ct_naive,
+    "ct-nvfp4": _ct_nvfp4,
+    "ct-mxfp4": _ct_mxfp4,
+    "mxfp4": _mxfp4,
+    "modelopt-fp8": _modelopt_fp8,
+    "modelopt-nvfp4": _modelopt_nvfp4,
+}

@@ -1,0 +1,245 @@
+"""config.json `quantization_config` -> QuantConfig, for the methods kvcalc knows.
+
+Every key that changes what is stored is read (bits, group size, symmetry, activation order,
+block size, scale format, static activation scales, skipped modules, KV-cache scales) or refused
+by name when kvcalc cannot count it (a Marlin-repacked GPTQ checkpoint, AWQ without zero points,
+fp8 embeddings via `modules_to_convert` ...). Keys that change no stored byte (damp_percent,
+calibration settings, kernel backends, compute dtypes) are ignored. A `quant_method` kvcalc does
+not know is refused by name, never guessed.
+
+>>> q = parse_quantization_config({"quant_method": "gptq", "bits": 4, "group_size": 128,
+...                                "desc_act": True, "sym": True}, dtype="fp16")
+>>> q.scheme.layout, q.scheme.group_size, q.scheme.act_order
+('gptq', 128, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from calc.errors import format_error
+from calc.quant.config import METHODS, KVCacheScheme, QuantConfig, QuantScheme, dtype_name
+from calc.quant.parse_ct import parse_compressed_tensors
+
+DEFAULT_SKIP = ("lm_head",)
+
+
+class Fields:
+    """A quantization_config dict whose getters name the key and the bad value."""
+
+    def __init__(self, data: dict, origin: str):
+        self.data, self.origin = data, origin
+
+    def fail(self, key: str, rule: str, value: Any = None) -> ValueError:
+        value = self.data.get(key) if value is None else value
+        return ValueError(f"{self.origin}: '{key}' {rule}: got {value!r}")
+
+    def get(self, *keys: str, default: Any = None) -> tuple[str, Any]:
+        for key in keys:
+            if key in self.data and self.data[key] is not None:
+                return key, self.data[key]
+        return keys[0], default
+
+    def bool(self, *keys: str, default: bool) -> bool:
+        key, value = self.get(*keys, default=default)
+        if not isinstance(value, bool):
+            raise self.fail(key, "must be true or false", value)
+        return value
+
+    def int(self, *keys: str, default: Any = None, choices: tuple | None = None) -> Any:
+        key, value = self.get(*keys, default=default)
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(key, "must be an integer", value)
+        if choices is not None and value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(map(str, choices))}", value)
+        return value
+
+    def group(self, *keys: str, default: int | None = 128) -> int | None:
+        """A group size: a positive integer, or -1 / None for one group per row."""
+        key, value = self.get(*keys, default=default)
+        if value is None or value == -1:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise self.fail(key, "must be a positive integer or -1 (one group per row)", value)
+        return value
+
+    def names(self, *keys: str) -> tuple[str, ...]:
+        key, value = self.get(*keys, default=[])
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "must be a list of module names", value)
+        return tuple(value)
+
+    def skips(self, *keys: str) -> tuple[str, ...]:
+        """A skip list; absent or null: transformers' default, the output embedding
+        (quantizers/base.py get_modules_to_not_convert -> get_keys_to_not_convert)."""
+        if all(self.data.get(k) is None for k in keys):
+            return DEFAULT_SKIP
+        return self.names(*keys)
+
+    def choice(self, key: str, choices: tuple, default: Any) -> Any:
+        _, value = self.get(key, default=default)
+        if isinstance(value, str):
+            value = value.lower()
+        if value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(map(str, choices))}", value)
+        return value
+
+
+def parse_quantization_config(
+    qc: object, *, dtype: str = "bf16", origin: str = "quantization_config"
+) -> QuantConfig:
+    """The QuantConfig of a config.json `quantization_config` (or an hf_quant_config.json).
+
+    `dtype` is the checkpoint's base dtype (config.json `torch_dtype` / `dtype`): what every
+    unquantized tensor is stored in.
+    """
+    if not isinstance(qc, dict):
+        raise ValueError(f"{origin}: must be a JSON object: got {type(qc).__name__}")
+    if "quantization" in qc and "quant_method" not in qc:  # ModelOpt's hf_quant_config.json
+        qc = {"quant_method": "modelopt", **qc["quantization"]}
+    f = Fields(qc, origin)
+    method = qc.get("quant_method")
+    method = method.lower() if isinstance(method, str) else method
+    if method not in METHODS:
+        raise f.fail("quant_method", f"must be one of {', '.join(METHODS)}", method)
+    dtype = dtype_name(dtype, "torch_dtype")
+    try:
+        if method == "compressed-tensors":
+            return parse_compressed_tensors(f, dtype)
+        return _PARSERS[method](f, dtype)
+    except ValidationError as e:
+        raise ValueError(f"{origin}: {format_error(e)}") from None
+
+
+def _gptq(f: Fields, dtype: str) -> QuantConfig:
+    fmt = f.get("checkpoint_format", "format", default="gptq")[1]
+    if fmt not in ("gptq", "gptq_v2"):
+        # Marlin / BitBLAS checkpoints are repacked (AutoGPTQ _utils.py drops g_idx, reorders)
+        raise f.fail("checkpoint_format", "must be 'gptq' or 'gptq_v2' (repacked formats differ)")
+    only = f.data.get("modules_in_block_to_quantize")
+    if only is not None:
+        if not isinstance(only, list) or not all(isinstance(x, list) for x in only):
+            raise f.fail("modules_in_block_to_quantize", "must be a list of lists of module names")
+        only = tuple(name for group in only for name in group)
+    scheme = QuantScheme(
+        layout="gptq",
+        bits=f.int("bits", "w_bit", default=4, choices=(2, 3, 4, 8)),
+        group_size=f.group("group_size", default=128),
+        symmetric=f.bool("sym", default=True),
+        act_order=f.bool("desc_act", default=False),
+        scale_dtype="fp16" if dtype == "fp32" else dtype,  # QuantLinear weight_dtype
+    )
+    return QuantConfig(
+        method="gptq",
+        schemes=(scheme,),
+        only_modules=only,
+        quantize_lm_head=f.bool("lm_head", default=False),
+        dtype=dtype,
+    )
+
+
+def _awq(f: Fields, dtype: str) -> QuantConfig:
+    version = f.choice("version", ("gemm", "gemv"), "gemm")
+    if not f.bool("zero_point", default=True):
+        raise f.fail("zero_point", "must be true: AutoAWQ's layouts store zero points")
+    scheme = QuantScheme(
+        layout=f"awq-{version}",
+        bits=f.int("bits", "w_bit", default=4, choices=(4,)),  # AutoAWQ WQLinear: 4 bits only
+        group_size=f.group("group_size", "q_group_size", default=128),
+        symmetric=False,
+        scale_dtype="fp16",
+    )
+    ignore = f.names("modules_to_not_convert")  # AutoAWQ: substring `key in name`
+    return QuantConfig(
+        method="awq", schemes=(scheme,), ignore=ignore, ignore_style="substring", dtype=dtype
+    )
+
+
+def _bnb(f: Fields, dtype: str) -> QuantConfig:
+    four = f.bool("load_in_4bit", "_load_in_4bit", default=False)
+    eight = f.bool("load_in_8bit", "_load_in_8bit", default=False)
+    if four == eight:
+        raise f.fail("load_in_4bit", "must be true for exactly one of load_in_4bit / load_in_8bit")
+    if four:
+        scheme = QuantScheme(
+            layout="bnb-4bit",
+            bits=4,
+            group_size=64,
+            quant_type=f.choice("bnb_4bit_quant_type", ("nf4", "fp4"), "fp4"),
+            double_quant=f.bool("bnb_4bit_use_double_quant", default=False),
+            storage_dtype=dtype_name(f.get("bnb_4bit_quant_storage")[1] or "uint8", "storage"),
+            scale_dtype="fp32",
+        )
+    else:
+        if f.bool("llm_int8_has_fp16_weight", default=False):
+            raise f.fail("llm_int8_has_fp16_weight", "must be false: fp16 weights are not int8")
+        scheme = QuantScheme(layout="bnb-8bit", bits=8, strategy="channel", scale_dtype="fp32")
+    skip = f.skips("llm_int8_skip_modules")
+    return QuantConfig(method="bitsandbytes", schemes=(scheme,), ignore=skip, dtype=dtype)
+
+
+def _fp8(f: Fields, dtype: str) -> QuantConfig:
+    if f.names("modules_to_convert"):
+        raise f.fail("modules_to_convert", "must be empty: fp8 embeddings are not counted")
+    if f.get("expert_dtype", default="fp8")[1] != "fp8":
+        raise f.fail("expert_dtype", "must be 'fp8' (fp4-packed experts are not counted)")
+    block = f.data.get("weight_block_size")
+    if block is not None and not (
+        isinstance(block, list | tuple)
+        and len(block) == 2
+        and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)
+    ):
+        raise f.fail("weight_block_size", "must be two positive integers or null")
+    static = f.choice("activation_scheme", ("dynamic", "static"), "dynamic") == "static"
+    fmt = f.choice("scale_fmt", ("float", "ue8m0"), "float")
+    scheme = QuantScheme(
+        layout="fp8",
+        bits=8,
+        strategy="block" if block else "tensor",
+        block_size=tuple(block) if block else None,
+        scale_dtype="e8m0" if fmt == "ue8m0" else "fp32",
+        input_scale="tensor" if static else None,
+    )
+    ignore = f.skips("modules_to_not_convert", "ignored_layers")
+    return QuantConfig(method="fp8", schemes=(scheme,), ignore=ignore, dtype=dtype)
+
+
+def _mxfp4(f: Fields, dtype: str) -> QuantConfig:
+    scheme = QuantScheme(layout="mxfp4", bits=4, group_size=32, scale_dtype="e8m0")
+    ignore = f.skips("modules_to_not_convert")
+    return QuantConfig(method="mxfp4", schemes=(scheme,), ignore=ignore, dtype=dtype)
+
+
+def _modelopt(f: Fields, dtype: str) -> QuantConfig:
+    algo = f.choice("quant_algo", ("fp8", "nvfp4"), None)
+    if algo == "nvfp4":
+        group = f.int("group_size", default=16, choices=(16,))
+        scheme = QuantScheme(
+            layout="modelopt-nvfp4", bits=4, group_size=group, scale_dtype="fp8_e4m3"
+        )
+    else:
+        scheme = QuantScheme(layout="modelopt-fp8", bits=8, strategy="tensor", scale_dtype="fp32")
+    # older exports: kv_cache_quant_algo "FP8"; newer: a compressed-tensors-like kv_cache_scheme
+    kv = f.choice("kv_cache_quant_algo", ("fp8", None), None) or f.data.get("kv_cache_scheme")
+    return QuantConfig(
+        method="modelopt",
+        schemes=(scheme,),
+        ignore=f.names("exclude_modules", "ignore"),
+        ignore_style="fnmatch",  # vLLM modelopt.py is_layer_excluded: fnmatch wildcards
+        dtype=dtype,
+        kv_cache=KVCacheScheme(layout="modelopt", scale_dtype="fp32") if kv else None,
+    )
+
+
+_PARSERS = {
+    "gptq": _gptq,
+    "awq": _awq,
+    "bitsandbytes": _bnb,
+    "fp8": _fp8,
+    "mxfp4": _mxfp4,
+    "modelopt": _modelopt,
+}

@@ -1,0 +1,113 @@
+"""A quantized checkpoint's bytes on one GPU under tensor / expert parallelism, sharded as vLLM's
+parallel linear layers load them (model_executor/layers/linear.py and fused_moe):
+
+- column-parallel (q/k/v, qkv_proj, gate/up, q_b_proj, kv_b_proj, in_proj_*): output rows split
+  tp-ways, each GPU's shard stored as its own matrix (its group / block scales with it, one
+  per-tensor scale kept per GPU); K and V keep max(1, G / tp) heads (QKVParallelLinear);
+- row-parallel (o_proj, down_proj, out_proj): input columns split, so a group must not straddle
+  GPUs (`group_size` must divide in / tp); GPTQ with desc_act keeps every group's scales and
+  zeros on each GPU (vLLM gptq.py: scale_and_zero_input_dim None when act order partitions the
+  input); the bias is replicated;
+- replicated: routers, shared-expert gates, MLA's q_a_proj / kv_a_proj_with_mqa, MTP eh_proj;
+- vocab-parallel: embedding and untied LM head, ceil(V / tp) rows (vLLM's padding to 64 ignored);
+- experts: with ep = 1 split like the MLP (tp-ways on the intermediate width); with ep > 1 each
+  GPU holds ceil(E / ep) whole experts (vLLM expert parallelism: no TP inside experts).
+But: other non-matrix parameters (norms, sinks, convs, position tables) are counted replicated,
+an upper bound by a few KB where vLLM splits them by head.
+
+>>> from calc.spec import ModelSpec
+>>> s = ModelSpec(name="t", num_hidden_layers=1, hidden_size=256, num_attention_heads=4,
+...               intermediate_size=512, vocab_size=1024)
+>>> stored_bytes_per_gpu(s, tp=2)["attn/q"]   # q_proj: 128 of 256 rows x 256 x 2 bytes
+65536
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from calc.errors import check_count
+from calc.linears import Linear
+from calc.params import COMPONENTS, param_breakdown
+from calc.quant.config import dtype_bytes, dtype_name
+from calc.quant.layout import PARTS, linear_bytes
+from calc.quant.weights import _entries
+from calc.sharding import kv_heads_per_gpu
+from calc.spec import ModelSpec
+
+ROW = ("o_proj", "down_proj", "out_proj", "w2", "dense", "dense_4h_to_h")  # + Mixtral, Falcon
+REPLICATED = ("gate", "router", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa", "eh_proj")
+
+
+def _shard(spec: ModelSpec, x: Linear, tp: int, ep: int) -> tuple[Linear, str]:
+    """This GPU's part of one matrix of kind `x`, and how it is split: "col", "row" or "rep"."""
+    leaf = x.module.rsplit(".", 1)[-1]
+    if x.component == "lm_head":
+        return x._replace(out_features=ceil(x.out_features / tp)), "col"
+    if leaf in REPLICATED or (x.routed and ep > 1):  # EP: whole experts, fewer of them
+        return x, "rep"
+    if leaf in ROW:
+        return x._replace(in_features=x.in_features // tp), "row"
+    if leaf in ("k_proj", "v_proj"):
+        rows = kv_heads_per_gpu(spec, tp) * x.out_features // spec.n_kv_heads
+        return x._replace(out_features=rows), "col"
+    if leaf in ("qkv_proj", "query_key_value"):  # fused: q split, k/v as QKVParallelLinear
+        kv = 2 * spec.kv_dim
+        rows = (x.out_features - kv) // tp + 2 * kv_heads_per_gpu(spec, tp) * spec.head_dim
+        return x._replace(out_features=rows), "col"
+    return x._replace(out_features=x.out_features // tp), "col"
+
+
+def stored_bytes_per_gpu(
+    spec: ModelSpec, tp: int = 1, ep: int = 1, dtype: str | None = None
+) -> dict[str, int]:
+    """Bytes on the most loaded GPU, labelled as calc.weight_bytes_breakdown."""
+    tp, ep = check_count("tp", tp), check_count("ep", ep)
+    H, G = spec.num_attention_heads, spec.n_kv_heads
+    if H % tp:
+        raise ValueError(f"'tp' must divide num_attention_heads={H}: got {tp}")
+    if G % tp and tp % G:
+        raise ValueError(f"'tp' must divide or be a multiple of num_key_value_heads={G}: got {tp}")
+    E = spec.num_local_experts
+    if ep > 1 and not spec.is_moe:
+        raise ValueError(f"'ep' must be 1 for a dense model: got {ep}")
+    if ep > E:
+        raise ValueError(f"'ep' must be at most num_local_experts={E}: got {ep}")
+    q = spec.quantization
+    d = dtype_name(dtype if dtype is not None else (q.dtype if q else "bf16"), "dtype")
+    base = dtype_bytes(d)
+    left = dict(param_breakdown(spec))
+    out: dict[str, int] = {}
+    entries = _entries(spec, q) if q else _plain_entries(spec)
+    for x, s, copies in entries:
+        left[x.component] -= copies * x.numel
+        part, kind = _shard(spec, x, tp, ep)
+        n = copies if not (x.routed and ep > 1) else copies // E * ceil(E / ep)
+        if s is None:  # a row-parallel bias stays whole: out_features is not split
+            out[x.component] = out.get(x.component, 0) + n * base * part.numel
+            continue
+        where = x.module if kind == "rep" or tp == 1 else f"{x.module}, 1/{tp} of it per GPU"
+        b = linear_bytes(s, part.out_features, part.in_features, bias=x.bias, dtype=d, module=where)
+        if kind == "row" and s.layout == "gptq" and s.act_order and tp > 1:
+            full = linear_bytes(s, x.out_features, x.in_features, dtype=d, module=x.module)
+            b = b._replace(scales=full.scales, zeros=full.zeros)
+        for name, v in zip(PARTS, b, strict=True):
+            if v:
+                key = f"{x.component}:{name}"
+                out[key] = out.get(key, 0) + n * v
+    for c in COMPONENTS:
+        if c in left:
+            rest = left[c] if c != "embed" else ceil(spec.vocab_size / tp) * spec.hidden_size
+            out[c] = out.get(c, 0) + rest * base
+    if q is not None and q.kv_cache is not None:
+        from calc.quant.weights import weight_bytes_breakdown
+
+        out["kv_scales"] = weight_bytes_breakdown(spec, d)["kv_scales"]  # per-layer scalars
+    return out
+
+
+def _plain_entries(spec: ModelSpec):
+    from calc.params import linear_layers
+
+    for x in linear_layers(spec):
+        yield x, None, x.count
