@@ -22,6 +22,7 @@ from calc import sharding as sh
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count, check_fraction, check_non_negative
 from calc.hardware import HardwareSpec, resolve_hardware
+from calc.layers import KINDS
 from calc.params import matmul_params
 from calc.plan import DEFAULT_OUTPUT_TOKENS
 from calc.presets import resolve_model
@@ -189,7 +190,8 @@ def sweep_plans(
     c_Ls = col([s.n_sliding_layers for s in spec_of], np.int64)
     c_win = col([s.sliding_window or 0 for s in spec_of], np.int64)
     c_d = col([s.head_dim for s in spec_of], np.int64)
-    c_H = col([s.num_attention_heads for s in spec_of], np.float64)
+    # QK^T + AV FLOPs per (query, key) pair per layer: calc.layers, the one home of the formula
+    c_pair = col([KINDS["full_attention"].flops_per_pair(s) for s in spec_of], np.float64)
     c_h = col([s.hidden_size for s in spec_of], np.float64)
     c_E = col([s.num_local_experts for s in spec_of], np.float64)
     c_k = col([s.num_experts_per_tok for s in spec_of], np.float64)
@@ -244,7 +246,7 @@ def sweep_plans(
         ring = 2 * (tpf - 1) / tpf * tokens * h * a_bytes
         return np.where(tp > 1, n_ar * (lat + ring / (g_link[ci, gi] * ieff)), 0.0)
 
-    per_pair = 4 * c_H[ci] * c_d[ci]  # QK^T + AV FLOPs per (query, key) pair per layer
+    per_pair = c_pair[ci]
     causal = Pf * (Pf + 1) / 2
     wf = win.astype(np.float64)
     wpairs = np.where(Pf <= wf, causal, wf * (wf + 1) / 2 + (Pf - wf) * wf)
@@ -254,7 +256,7 @@ def sweep_plans(
     ttft = np.maximum(pre_flops / peak_eff, pre_bytes / bw_eff) + comm(Bf * Pf)
 
     mm2 = 2 * Bf * c_mm[ci] / tpf
-    attn = 4 * Bf * c_H[ci] * c_d[ci] / tpf
+    attn = Bf * c_pair[ci] / tpf
     wdec = weights_read(Bf) + Bf * kvl * L
     step_comm = comm(Bf)
     lo, hi = P + 1, P + n_out - 1

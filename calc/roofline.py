@@ -34,6 +34,7 @@ from calc.capacity import activation_dtype, kv_bytes_per_token_layer_gpu
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count, check_fraction, check_non_negative
 from calc.hardware import HardwareSpec, resolve_hardware
+from calc.layers import KINDS
 from calc.params import matmul_params
 from calc.presets import resolve_model
 from calc.results import Result
@@ -250,7 +251,7 @@ def roofline(
     #     flops(c) = [2 B mm + 4 B H d (Lf c + Ls min(c, w))] / tp
     #     bytes(c) = weights + B kvl (Lf c + Ls min(c, w)) + B kvl L (the new token's K, V)
     mm2 = 2 * B * matmul_params(spec) / tp
-    attn = 4 * B * spec.num_attention_heads * spec.head_dim / tp  # per attended key and layer
+    attn = B * KINDS["full_attention"].flops_per_pair(spec) / tp  # per attended key and layer
     wdec = weights_read(B) + B * kvl * L
     step_comm = comm(B)
 
