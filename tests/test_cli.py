@@ -4,6 +4,7 @@ Most tests call `main([...])` in-process; a few run `python -m calc` as a subpro
 a shell sees (exit status, stderr, no traceback, no torch/pandas imported).
 """
 
+import importlib
 import json
 import os
 import subprocess
@@ -15,9 +16,13 @@ import pytest
 
 import calc
 from calc import cli
+from calc.cli import args as cli_args
+from calc.cli import output as cli_output
 from calc.errata import check_errata
 
 ROOT = Path(__file__).resolve().parents[1]
+# the module calc/cli/main.py (the name calc.cli.main is the function it defines)
+cli_main = importlib.import_module("calc.cli.main")
 L3_70B_8K = 2 * 80 * 8 * 128 * 8192 * 2  # Llama 3 70B config.json: 80 layers, 8 KV heads x 128
 
 
@@ -330,21 +335,21 @@ def extension(monkeypatch):
 
     def hello(args):
         if args.json:
-            cli.emit_json({"hello": args.model})
+            cli_output.emit_json({"hello": args.model})
         else:
-            cli.print_table([(args.model, 1)], ("model", "n"))
+            cli_output.print_table([(args.model, 1)], ("model", "n"))
         return 0
 
     def boom(args):
         raise ValueError("'x' must be > 0: got -1")
 
     def add_commands(sub):
-        cli.add_model_arg(cli.add_command(sub, "hello", hello, "say hello"))
-        cli.add_command(sub, "boom", boom, "fail")
+        cli_args.add_model_arg(cli_args.add_command(sub, "hello", hello, "say hello"))
+        cli_args.add_command(sub, "boom", boom, "fail")
 
     mod.add_commands = add_commands
     monkeypatch.setitem(sys.modules, "kvcalc_test_ext", mod)
-    monkeypatch.setattr(cli, "EXTENSIONS", ("kvcalc_test_ext",))
+    monkeypatch.setattr(cli_main, "EXTENSIONS", ("kvcalc_test_ext",))
     return mod
 
 
@@ -358,7 +363,7 @@ def test_extension_commands(capsys, extension):
 
 
 def test_broken_extension_spares_builtin_commands(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "EXTENSIONS", ("kvcalc_no_such_module",))
+    monkeypatch.setattr(cli_main, "EXTENSIONS", ("kvcalc_no_such_module",))
     rc, out, _ = run(capsys, "kv", "llama-3-70b", "--seq", "8192")
     assert rc == 0 and "2.68 GB" in out
     rc, out, err = run(capsys, "plan", "llama-3-70b")

@@ -54,7 +54,12 @@ def test_every_preset_file_is_in_the_wheel(wheel_names, kind):
 
 
 def test_wheel_has_the_packages_and_the_console_script(wheel, wheel_names):
-    for module in ("calc/__init__.py", "calc/cli.py", "calc/validate/__init__.py"):
+    for module in (
+        "calc/__init__.py",
+        "calc/cli/__init__.py",
+        "calc/cli/main.py",
+        "calc/validate/__init__.py",
+    ):
         assert module in wheel_names
     entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
     text = wheel.read(entry_points).decode()

@@ -9,7 +9,8 @@ and exits 2. `--target-concurrency C` adds the inverse answers for C requests of
 
 from __future__ import annotations
 
-from calc.cli import add_command, add_model_arg, emit_json, fail, int_at_least, print_pairs
+from calc.cli.args import add_command, add_model_arg, int_at_least
+from calc.cli.output import emit_json, fail, print_pairs
 
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 

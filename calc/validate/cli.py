@@ -15,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from calc.cli import add_command, print_table
+from calc.cli.args import add_command
+from calc.cli.output import print_table
 from calc.validate.results import CHECKS
 
 BAR_WIDTH = 30

@@ -1,24 +1,13 @@
-"""The built-in `kvcalc` commands: `kv`, `attention`, `compare`, `errata`, and the registration
-of all of them (`presets` and `show` live in calc.cli_models).
+"""The built-in `kvcalc` commands `kv`, `attention`, `compare` and `errata` (`presets` and `show`
+are in calc.cli.models; calc.cli.main registers them all).
 
-`add_commands(subparsers)` has the same shape as an extension's (see calc.cli). Each command
-imports what it computes with inside its body, so `kvcalc kv ...` loads only the kv modules.
+Each command imports what it computes with inside its body, so `kvcalc kv ...` loads only the
+kv modules.
 """
 
 from __future__ import annotations
 
-from calc.cli import (
-    add_command,
-    add_model_arg,
-    add_size_args,
-    context_note,
-    emit_json,
-    int_at_least,
-    print_pairs,
-    print_table,
-    wrap,
-)
-from calc.cli_models import cmd_presets, cmd_show
+from calc.cli.output import context_note, emit_json, print_pairs, print_table, wrap
 
 
 def _spec(args):
@@ -201,34 +190,3 @@ def cmd_errata(args) -> int:
     )
     print("\n" + wrap(summary, indent=0))
     return 0
-
-
-# --- registration ------------------------------------------------------------------------------
-
-
-def add_commands(sub) -> None:
-    """Add every built-in command to `sub` (argparse subparsers)."""
-    add_command(sub, "presets", cmd_presets, "list the model presets")
-    add_model_arg(add_command(sub, "show", cmd_show, "spec, sources and parameter breakdown"))
-    p = add_command(sub, "kv", cmd_kv, "KV-cache bytes for a batch of sequences")
-    add_model_arg(p)
-    add_size_args(p)
-    p.add_argument(
-        "--block-size",
-        type=int_at_least(1, "block_size"),
-        metavar="K",
-        help="paged cache: round each sequence's tokens up to whole blocks of K",
-    )
-    p.add_argument(
-        "--window-tokens",
-        choices=("window", "window-1"),
-        default="window",
-        help="tokens a sliding layer keeps: window (vLLM) or window-1 (transformers)",
-    )
-    p = add_command(sub, "attention", cmd_attention, "attention FLOPs and score-matrix memory")
-    add_model_arg(p)
-    add_size_args(p)
-    p = add_command(sub, "compare", cmd_compare, "the model as MHA, GQA and MQA")
-    add_model_arg(p)
-    add_size_args(p, seq_required=False)
-    add_command(sub, "errata", cmd_errata, "the seed notes' numbers, recomputed")

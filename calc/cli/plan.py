@@ -1,5 +1,5 @@
 """`kvcalc plan`: the capacity planner on the command line (`fit` and `hardware` are in
-calc.fit_cli, which shares the memory arguments defined here).
+calc.cli.fit, which imports the memory arguments defined here).
 
     kvcalc plan llama-3-70b --gpu h100-sxm --gpus 2 --seq 8192       # memory + latency
     kvcalc plan mixtral-8x7b --gpu rtx-4090 --weights int4 --kv fp8 --json
@@ -8,7 +8,7 @@ calc.fit_cli, which shares the memory arguments defined here).
 Without --tp, tp is the largest degree that works on --gpus GPUs (calc.tp): all of them where
 the head counts allow, else fewer with pipeline stages, and a note on stderr says why. An --tp
 that cannot work is an error that lists the ones that can. Integer arguments are bounded by
-calc.limits. Registered through calc.cli.EXTENSIONS; errors are one line and exit 2.
+calc.limits. Registered through calc.cli.main.EXTENSIONS; errors are one line and exit 2.
 """
 
 from __future__ import annotations
@@ -17,15 +17,8 @@ import argparse
 import math
 from pathlib import Path
 
-from calc.cli import (
-    add_command,
-    add_model_arg,
-    context_note,
-    dtype_arg,
-    emit_json,
-    int_at_least,
-    note,
-)
+from calc.cli.args import add_command, add_model_arg, dtype_arg, int_at_least
+from calc.cli.output import context_note, emit_json, note
 
 GIB = 2**30
 
@@ -185,10 +178,6 @@ def add_commands(subparsers) -> None:
 
     add_engine_args(p)  # --engine: the engine-exact plan (calc.serving)
 
-    from calc.fit_cli import add_commands as add_fit_commands
-
-    add_fit_commands(subparsers)
-
 
 # --- plan -------------------------------------------------------------------------------------
 
@@ -234,7 +223,7 @@ def cmd_plan(args) -> int:
     if args.json:
         emit_json(p)
         return 0
-    from calc.plan_text import print_plan
+    from calc.cli.plan_text import print_plan
 
     print_plan(p, spec, hw)
     return 0

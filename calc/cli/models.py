@@ -1,11 +1,11 @@
 """`kvcalc presets` and `kvcalc show`: what the shipped models are, and one model in full.
 
-Registered by calc.cli_commands.add_commands; helpers (tables, JSON) from calc.cli.
+Registered by calc.cli.main; helpers (tables, JSON) from calc.cli.output.
 """
 
 from __future__ import annotations
 
-from calc.cli import emit_json, print_pairs, print_table, wrap
+from calc.cli.output import emit_json, print_pairs, print_table, wrap
 
 
 def cmd_presets(args) -> int:

@@ -1,5 +1,6 @@
 """`kvcalc fit` and `kvcalc hardware`: the fewest GPUs of each kind for a target, and the GPU
-presets (registered by calc.plan_cli, whose memory arguments `fit` shares).
+presets. Registered through calc.cli.main.EXTENSIONS; `fit` takes the memory arguments of
+calc.cli.plan.
 
     kvcalc fit llama-3-70b --seq 8192 --batch 16                     # fewest GPUs, every kind
     kvcalc hardware                                                  # the GPU presets
@@ -7,12 +8,12 @@ presets (registered by calc.plan_cli, whose memory arguments `fit` shares).
 
 from __future__ import annotations
 
-from calc.cli import add_command, add_model_arg, emit_json, int_at_least, print_table
+from calc.cli.args import add_command, add_model_arg, int_at_least
+from calc.cli.output import emit_json, print_table
+from calc.cli.plan import gpu_arg, memory_args, memory_kwargs
 
 
 def add_commands(subparsers) -> None:
-    from calc.plan_cli import memory_args
-
     p = add_command(
         subparsers,
         "fit",
@@ -48,7 +49,6 @@ def add_commands(subparsers) -> None:
 
 def cmd_fit(args) -> int:
     from calc.fit import fit_table
-    from calc.plan_cli import gpu_arg, memory_kwargs
     from calc.units import group, iec_bytes, si_bytes
 
     kw = memory_kwargs(args)

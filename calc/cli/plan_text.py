@@ -1,9 +1,9 @@
 """`kvcalc plan` as text: a Plan (calc.plan) printed for people, every size in GB and GiB, every
-latency in the unit that fits it (ms, s, min, h, days). Called by calc.plan_cli."""
+latency in the unit that fits it (ms, s, min, h, days). Called by calc.cli.plan."""
 
 from __future__ import annotations
 
-from calc.cli import print_pairs
+from calc.cli.output import print_pairs
 
 
 def print_plan(p, spec, hw) -> None:
