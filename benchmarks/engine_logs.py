@@ -29,6 +29,10 @@ def main() -> int:
         + ", ".join(f"{n} {v}" for v, n in counts.most_common())
     )
     print("modelled logs by category: " + ", ".join(category_summary(cases, checks)))
+    quant = {c["id"] for c in cases if "quantized" in c.get("categories", [])}
+    for c in checks:
+        if c.case in quant and c.figure == "weights_gib":
+            print(f"quantized weights: {c.case} logged {c.logged} GiB, kvcalc {c.kvcalc} {c.note}")
     return 0
 
 

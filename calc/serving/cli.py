@@ -57,6 +57,12 @@ def add_engine_args(p) -> None:
         help="data-parallel size (expert parallel spans tp x dp)",
     )
     g.add_argument("--enable-expert-parallel", action="store_true")
+    g.add_argument(
+        "--quantization",
+        default=None,
+        metavar="M",
+        help="vLLM --quantization: fp8 quantizes a bf16 / fp16 checkpoint at load time",
+    )
     g.add_argument("--enforce-eager", action="store_true")
     g.add_argument(
         "--mem-fraction-static",
@@ -142,6 +148,7 @@ def engine_settings(args, spec) -> dict:
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_num_seqs=args.max_num_seqs,
             enforce_eager=args.enforce_eager or None,
+            quantization=args.quantization,
         )
     else:
         for flag, val, default in (
@@ -149,6 +156,7 @@ def engine_settings(args, spec) -> dict:
             ("--block-size", args.block_size, 16),
             ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
             ("--max-num-seqs", args.max_num_seqs, None),
+            ("--quantization", args.quantization, None),
         ):
             if val != default:
                 raise ValueError(

@@ -114,6 +114,9 @@ class VllmConfig(EngineConfig):
     disable_hybrid_kv_cache_manager: bool = False
     # the environment variable VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.11.0: off)
     allow_chunked_local_attn_hybrid: bool = False
+    # --quantization: a quantized checkpoint's own method, or "fp8" on an unquantized one
+    # (calc.serving.quant_weights; other runtime methods are refused there)
+    quantization: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from calc.presets import load_preset
+from calc.quant import parse_quantization_config
 from calc.serving.hardware import load_hardware
 from calc.serving.memory import sglang_k_size_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
@@ -29,7 +30,7 @@ NOT_MODELLED = {
 }
 # the KV cache is checked given the logged memory; the weights (and so the derived memory) not
 WEIGHTS_NOT_MODELLED = {
-    "quantized": "MXFP4 / per-row-scale weights need calc.weight_bytes (quantized weights)",
+    "quantized": "no quantization_config kvcalc reads for this checkpoint (fbgemm_fp8)",
 }
 
 
@@ -48,11 +49,17 @@ def load_cases(folder: str | Path) -> list[dict]:
 
 
 def case_spec(case: dict) -> ModelSpec | None:
+    spec = None
     if "preset" in case:
-        return load_preset(case["preset"])
-    if "model_config" in case:
-        return ModelSpec(**case["model_config"])
-    return None
+        spec = load_preset(case["preset"])
+    elif "model_config" in case:
+        spec = ModelSpec(**case["model_config"])
+    if spec is not None and "quantization_config" in case:  # the checkpoint's config.json
+        q = parse_quantization_config(
+            case["quantization_config"], dtype=case.get("torch_dtype", "bf16"), origin=case["id"]
+        )
+        spec = ModelSpec(**spec.model_dump(exclude={"quantization"}), quantization=q)
+    return spec
 
 
 def _gpu(case: dict):
@@ -110,7 +117,7 @@ def _eq(cid, figure, logged, mine, note=""):
 def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     cid, log, s = case["id"], case["logged"], _settings(case)
     no_weights = [WEIGHTS_NOT_MODELLED[c] for c in case.get("categories", [])
-                  if c in WEIGHTS_NOT_MODELLED]  # fmt: skip
+                  if c in WEIGHTS_NOT_MODELLED and spec.quantization is None]  # fmt: skip
     wd = case.get("weight_dtype", "bf16")
     hw = _gpu(case) or load_hardware("h100-sxm")  # the GPU only matters on the derived path
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, weight_dtype=wd, **s)

@@ -21,14 +21,13 @@ from calc.capacity import (
     activation_bytes_per_gpu,
     activation_dtype,
 )
-from calc.dtypes import canonical_dtype
 from calc.presets import resolve_model
 from calc.results import Result
 from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.layout import kv_layout
-from calc.serving.sharding import rank_weight_bytes
+from calc.serving.quant_weights import plan_weights
 from calc.spec import ModelSpec
 
 GIB = 2**30
@@ -103,11 +102,10 @@ def prepare(
             model_max_len=spec.max_position_embeddings,
             **settings,
         )
-    wd = canonical_dtype(weight_dtype)
-    kd = config.kv_dtype(activation_dtype(wd))
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
     ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
-    weights = rank_weight_bytes(spec, tp, pp, wd, ep, part)
+    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part)
+    kd = config.kv_dtype(activation_dtype(wd))
     hybrid = chunked = True
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager

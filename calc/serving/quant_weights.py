@@ -1,0 +1,220 @@
+"""Weights per rank of a quantized model as vLLM loads it: a quantized checkpoint's stored bytes,
+or a bf16 / fp16 checkpoint quantized at load time (`--quantization fp8`).
+
+Quantized checkpoint (spec.quantization set, calc.from_hf_config reads `quantization_config`):
+each GPU holds its shard of the checkpoint's tensors, scales sharded with their matrices
+(calc.quant.sharding.stored_bytes_per_gpu), plus what calc.serving.sharding adds for every
+model: the vocabulary padded to 64 rows before the split (a base-dtype embedding / LM head),
+the rotary cos/sin cache in the model dtype, a tied table's second copy on the last pipeline
+rank. Pipeline ranks: the decoder layers' bytes are split by layer count, which is exact when
+every layer stores the same tensors (one layer kind, no layer-specific skip list, no MTP); other
+models are refused with pp > 1.
+But: vLLM's kernels may repack (Marlin for GPTQ / AWQ / MXFP4 on Hopper) without changing the
+byte count much; repacking padding is not modelled.
+
+Runtime fp8 (vllm/model_executor/layers/quantization/fp8.py, Fp8LinearMethod /
+Fp8MoEMethod with is_checkpoint_fp8_serialized False): every LinearBase of the decoder layers
+(qkv_proj, o_proj, gate_up_proj, down_proj, MLA / GDN projections, shared experts) and the
+FusedMoE experts are quantized after loading by ops.scaled_fp8_quant(weight, scale=None): an
+fp8 weight (1 byte a value) and one fp32 per-tensor scale per module (per expert for
+FusedMoE: w13_weight_scale and w2_weight_scale, shape (E,)). The embedding and LM head
+(VocabParallelEmbedding / ParallelLMHead are not LinearBase), norms, sinks, convs, biases and
+the routers (built with quant_config=None, e.g. qwen3_moe.py / gpt_oss.py `gate`) stay in the
+model dtype. Scales of fused modules: one per module (qkv_proj, gate_up_proj), as the online
+path quantizes the fused weight as one tensor.
+"""
+
+from __future__ import annotations
+
+import functools
+from math import ceil
+
+from calc.dtypes import canonical_dtype
+from calc.linears import _attention, _mlp
+from calc.params import norm_params
+from calc.quant.config import dtype_bytes
+from calc.quant.sharding import stored_bytes_per_gpu
+from calc.quant.weights import _layer_specific
+from calc.serving.shard_layers import (
+    QUANTIZABLE,
+    SPLIT_VECTORS,
+    _matrix,
+    check_engine_parallel,
+    layer_rank_params,
+)
+from calc.serving.sharding import padded_vocab, pp_layer_split, rotary_cache_elements
+from calc.sharding import QUANTIZED_DTYPES
+from calc.spec import ModelSpec
+
+RUNTIME_METHODS = ("fp8",)  # vLLM --quantization methods kvcalc models on an unquantized model
+FP8_SCALE_BYTES = 4  # fp32 per-tensor scale
+NOT_QUANTIZED = frozenset({"gate", "shared_expert_gate"})  # routers: quant_config=None
+
+
+def check_runtime_method(spec: ModelSpec, method: str | None) -> str | None:
+    """The runtime method to apply (None for none), or a ValueError naming what is refused."""
+    if method is None:
+        return None
+    q = spec.quantization
+    if q is not None:  # vLLM: the checkpoint's method must match --quantization
+        if method != q.method:
+            raise ValueError(
+                f"Quantization method specified in the model config ({q.method}) does not "
+                f"match the quantization method specified in the `quantization` argument "
+                f"({method})"
+            )
+        return None  # the checkpoint's own bytes
+    if method not in RUNTIME_METHODS:
+        raise ValueError(
+            f"'quantization' must be one of {', '.join(RUNTIME_METHODS)} on an unquantized "
+            f"checkpoint (the runtime quantization kvcalc models): got {method!r}"
+        )
+    return method
+
+
+def _fp8_layer_bytes(spec: ModelSpec, layer: int, tp: int, ep: int, base: int) -> int:
+    """One decoder layer on one rank with vLLM's online fp8: weights 1 byte, biases, vectors
+    and routers in the base dtype, one fp32 scale per module (per local expert for experts)."""
+    kind, mlp = spec.layer_kinds[layer]
+    linears = _attention(spec, kind, 1, "") + _mlp(spec, mlp, 1, "")
+    total = 0
+    modules = set()
+    for lin in linears:
+        name = lin.module.rsplit(".", 1)[-1]
+        both = _matrix(spec, lin, tp, ep)
+        bias = _matrix(spec, lin._replace(in_features=0), tp, ep) if lin.bias else 0
+        if name in NOT_QUANTIZED or lin.component not in QUANTIZABLE:
+            total += both * base
+            continue
+        total += (both - bias) + bias * base
+        if lin.routed:
+            local = lin.count // ep if ep > 1 else lin.count
+            modules.add(("experts", "w2" if name == "down_proj" else "w13", local))
+        else:  # vLLM fuses q/k/v and gate/up into one module with one scale
+            fused = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv"}
+            fused.update(gate_proj="gate_up", up_proj="gate_up")
+            prefix = lin.module.rsplit(".", 1)[0]
+            modules.add((prefix, fused.get(name, name), 1))
+    total += sum(n for *_, n in modules) * FP8_SCALE_BYTES
+    vectors = layer_rank_params(spec, layer, tp, ep)
+    total += sum(n for k, n in vectors.items() if k.endswith(":vectors")) * base
+    return total
+
+
+def fp8_layer_bytes(spec: ModelSpec, tp: int, ep: int, base: int) -> tuple[int, ...]:
+    """Bytes of each decoder layer on one rank under runtime fp8."""
+    memo: dict = {}
+    out = []
+    for i, k in enumerate(spec.layer_kinds):
+        if k not in memo:
+            memo[k] = _fp8_layer_bytes(spec, i, tp, ep, base)
+        out.append(memo[k])
+    return tuple(out)
+
+
+def _checkpoint_layers(spec: ModelSpec, tp: int, ep: int, split) -> tuple[int, ...]:
+    """Decoder-layer bytes of each pipeline rank for a quantized checkpoint: its stored bytes
+    on one GPU less the embedding, position table, LM head and final norm."""
+    q = spec.quantization
+    per = stored_bytes_per_gpu(spec, tp, ep)
+    final = norm_params(spec) * dtype_bytes(q.dtype) if spec.final_norm else 0
+    outside = ("embed", "pos_embed", "lm_head")
+    layers = sum(v for k, v in per.items() if k.split(":")[0] not in outside) - final
+    L = spec.num_hidden_layers
+    for i in range(L):  # sinks / GDN vectors: vLLM splits them by head
+        whole, mine = layer_rank_params(spec, i, 1, 1), layer_rank_params(spec, i, tp, ep)
+        for c in SPLIT_VECTORS:
+            k = f"{c}:vectors"
+            layers -= (whole.get(k, 0) - mine.get(k, 0)) * dtype_bytes(q.dtype)
+    if len(split) == 1:
+        return (layers,)
+    shapes = {tuple(sorted(layer_rank_params(spec, i, 1, 1).items())) for i in range(L)}
+    uniform = len(shapes) == 1 and not spec.include_mtp  # every layer the same tensors
+    if not uniform or _layer_specific(q):
+        raise ValueError(
+            "pipeline parallelism with a quantized checkpoint whose layers store different "
+            "tensors (mixed layer kinds, MTP, or a layer-specific skip list) is not modelled: "
+            "use pp=1"
+        )
+    return tuple(layers // L * n for n in split)
+
+
+def _head(spec: ModelSpec, tp: int, ep: int, rows: int, base: int) -> int:
+    """The untied LM head on one rank: a quantized head as stored, else the padded table."""
+    if spec.quantization is not None:
+        per = stored_bytes_per_gpu(spec, tp, ep)
+        if any(k.startswith("lm_head:") for k in per):
+            return sum(v for k, v in per.items() if k.split(":")[0] == "lm_head")
+    return rows * spec.hidden_size * base
+
+
+@functools.lru_cache(maxsize=1024)
+def quantized_rank_bytes(
+    spec: ModelSpec,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    partition: tuple[int, ...] | None = None,
+    runtime: str | None = None,
+    base_dtype: str = "bf16",
+) -> tuple[int, ...]:
+    """Weight bytes on each pipeline rank: spec.quantization's checkpoint, or `runtime` ("fp8")
+    applied to an unquantized model stored in `base_dtype`."""
+    tp, pp = check_engine_parallel(spec, tp, pp)
+    q = spec.quantization
+    if q is None and runtime is None:
+        raise ValueError("quantized_rank_bytes needs spec.quantization or a runtime method")
+    if ep > 1 and spec.is_moe and spec.num_local_experts % ep:
+        raise ValueError(
+            f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
+            f"{spec.num_local_experts}"
+        )
+    base = dtype_bytes(q.dtype if q is not None else base_dtype)
+    h = spec.hidden_size
+    split = pp_layer_split(spec.num_hidden_layers, pp, partition)
+    if q is not None:
+        layers = _checkpoint_layers(spec, tp, ep, split)
+    else:
+        each = fp8_layer_bytes(spec, tp, ep, base)
+        layers, start = [], 0
+        for n in split:
+            layers.append(sum(each[start : start + n]))
+            start += n
+    rows = ceil(padded_vocab(spec.vocab_size) / tp)
+    table = rows * h * base
+    pos = spec.max_position_embeddings * h * base if spec.position_embedding == "learned" else 0
+    rope = rotary_cache_elements(spec) * (4 if base == 4 else 2)  # the model dtype
+    final = norm_params(spec) * base if spec.final_norm else 0
+    out = []
+    for r, b in enumerate(layers):
+        b += rope
+        if r == 0:
+            b += table + pos
+        if r == pp - 1:
+            b += final
+            if not spec.tie_word_embeddings:
+                b += _head(spec, tp, ep, rows, base)
+            elif pp > 1:
+                b += table
+        out.append(b)
+    return tuple(out)
+
+
+def plan_weights(spec: ModelSpec, config, weight_dtype: str, tp: int, pp: int, ep: int, part):
+    """(weight bytes of each pipeline rank, the model dtype) for engine_plan: the checkpoint's
+    quantization, the engine's runtime `quantization`, or calc.serving.sharding's whole-model
+    `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two)."""
+    from calc.serving.sharding import rank_weight_bytes
+
+    wd = canonical_dtype(weight_dtype)
+    runtime = check_runtime_method(spec, getattr(config, "quantization", None))
+    if spec.quantization is None and runtime is None:
+        return rank_weight_bytes(spec, tp, pp, wd, ep, part), wd
+    if wd in QUANTIZED_DTYPES:
+        raise ValueError(
+            f"'weight_dtype' {wd} quantizes an unquantized checkpoint as a whole: drop it for "
+            "a quantized checkpoint or with 'quantization'"
+        )
+    if spec.quantization is not None:  # the checkpoint's base dtype: activations, rope, KV
+        wd = canonical_dtype(spec.quantization.dtype)
+    return quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd), wd
