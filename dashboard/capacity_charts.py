@@ -147,3 +147,39 @@ def throughput_chart(df: pd.DataFrame) -> alt.Chart:
         )
         .properties(height=HEIGHT, autosize=AUTOSIZE)
     )
+
+
+ENGINE_PARTS = ["weights", "activation peak", "non-torch", "CUDA graphs", "KV cache", "free"]
+ENGINE_COLORS = alt.Scale(
+    domain=ENGINE_PARTS,
+    range=["#4e79a7", "#f28e2b", "#b07aa1", "#9c755f", "#59a14f", "#d9d9d9"],
+)
+
+
+def engine_memory_chart(df: pd.DataFrame) -> alt.Chart:
+    """Columns: gpu, category (ENGINE_PARTS, in stack order), bytes, GiB, GB. One stacked bar:
+    the GPU's memory as the engine accounts it; each category keeps its colour whichever
+    terms the engine has."""
+    return (
+        alt.Chart(df.assign(order=[ENGINE_PARTS.index(c) for c in df["category"]]))
+        .mark_bar()
+        .encode(
+            x=alt.X("GiB:Q", stack="zero", axis=alt.Axis(title="memory per GPU (GiB = 2³⁰ B)")),
+            y=alt.Y("gpu:N", title=None),
+            color=alt.Color(
+                "category:N",
+                sort=ENGINE_PARTS,
+                scale=ENGINE_COLORS,
+                title=None,
+                legend=alt.Legend(orient="bottom", columns=6),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("category:N"),
+                alt.Tooltip("GiB:Q", format=",.2f"),
+                alt.Tooltip("GB:Q", format=",.2f"),
+                alt.Tooltip("bytes:Q", format=",~f"),
+            ],
+        )
+        .properties(height=alt.Step(56), autosize=AUTOSIZE)
+    )

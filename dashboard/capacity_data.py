@@ -4,6 +4,7 @@ Every number is a calc result (memory_plan, plan, fit_table); this file only loo
 grid (context lengths, batches) and lays the results out one row per point. memory_plan costs
 ~0.05 ms, so a 9 x 8 fit grid is a few milliseconds; results are cached per input anyway.
 Sizes: bytes, plus GiB (2^30) and GB (10^9) columns for axes and tooltips.
+The Engine section's figures are calc.serving's (engine_plan, inverse), laid out the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,15 @@ from calc.capacity import memory_plan
 from calc.fit import fit_table
 from calc.hardware import HardwareSpec, list_hardware, load_hardware
 from calc.plan import Plan, plan
+from calc.serving import inverse
+from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
+from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
+from calc.serving.plan import (
+    CUDAGRAPH_SUBTRACTED_FROM,
+    PP_CHECK_PER_RANK_FROM,
+    EnginePlan,
+    engine_plan,
+)
 from calc.tp import pick_tp
 from calc.units import iec_bytes
 from dashboard.data import GB, GIB
@@ -182,3 +192,72 @@ def max_context_frame(specs: tuple, hw, gpus: int, kv_dtype: str, weight_dtype: 
             }
         )
     return pd.DataFrame(rows)
+
+
+# --- the Engine section (calc.serving) ----------------------------------------------------------
+
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "kvcalc": "kvcalc's generic plan (above)"}
+_V = ".".join  # (0, 8, 0) -> "0.8.0"
+# the releases where calc.serving changes a rule (the constants it keys on), its default, and
+# the V0 release of the committed start-up logs; a release between two behaves as the one before
+ENGINE_VERSIONS = {
+    "vllm": sorted(
+        {
+            "0.6.4",
+            DEFAULT_VERSION["vllm"],
+            *(
+                _V(map(str, v))
+                for v in (
+                    TOKENS_LINE_FROM,
+                    V1_DEFAULT_FROM,
+                    HYBRID_ALLOCATOR_FROM,
+                    MAMBA_HYBRID_FROM,
+                    PP_CHECK_PER_RANK_FROM,
+                    CUDAGRAPH_SUBTRACTED_FROM,
+                )
+            ),
+        },
+        key=lambda t: tuple(map(int, t.split("."))),
+    ),
+    # 0.4.x: kvcalc knows mem_fraction_static's default; 0.5.x: it must be given
+    "sglang": [DEFAULT_VERSION["sglang"], "0.5.3"],
+}
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=128, show_spinner=False)
+def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
+    """calc.serving.plan.engine_plan for the page's settings (None: the version's default)."""
+    return engine_plan(spec, hw, engine, **settings)
+
+
+def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
+    """Per-GPU memory as the engine accounts it: weights, activation peak, non-torch memory,
+    CUDA graphs (when the version subtracts them), the KV cache, and the rest of the GPU's
+    total ("free": what the engine leaves unused). Terms the plan does not have are left out."""
+    parts = [
+        ("weights", p.weights_bytes),
+        ("activation peak", p.activation_bytes),
+        ("non-torch", p.non_torch_bytes),
+        ("CUDA graphs", p.cudagraph_bytes or None),
+        ("KV cache", p.available_kv_cache_bytes),
+    ]
+    rows = [(c, int(b)) for c, b in parts if b is not None]
+    rows.append(("free", p.total_memory_bytes - sum(b for _, b in rows)))
+    df = pd.DataFrame(rows, columns=["category", "bytes"])
+    df["GiB"] = df["bytes"] / GIB
+    df["GB"] = df["bytes"] / GB
+    df.insert(0, "gpu", p.gpu)
+    return df
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
+def engine_inverse_frame(spec, hw, engine: str, concurrency: float, **settings) -> pd.DataFrame:
+    """calc.serving.inverse: the one setting that, changed alone, reaches `concurrency`
+    requests of settings["max_model_len"] tokens (None: no value does)."""
+    key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+    rows = [
+        (key, inverse.utilization_for(spec, hw, engine, concurrency, **settings)),
+        ("max_model_len", inverse.max_model_len_for(spec, hw, engine, concurrency, **settings)),
+        ("tensor_parallel_size", inverse.tp_for(spec, hw, engine, concurrency, **settings)),
+    ]
+    return pd.DataFrame(rows, columns=["setting", "value"])

@@ -185,7 +185,8 @@ def sync(keys: Sequence[str], extra: dict[str, str] | None = None) -> None:
         if wkey(k) in st.session_state:
             v = st.session_state[wkey(k)]
             st.session_state[STICKY + k] = v
-            wanted[k] = _to_query(v)
+            if v is not None:  # a blank input: left out of the link
+                wanted[k] = _to_query(v)
     current = {k: st.query_params.get_all(k) for k in st.query_params}
     normal = {k: v if isinstance(v, list) else [v] for k, v in wanted.items()}
     if current != normal:

@@ -164,3 +164,16 @@ def checks(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
         if c in out:
             out[c] = [num(v, 2) for v in out[c]]
     return out
+
+
+def engine_inverse(inv: pd.DataFrame, concurrency: int, length: int) -> pd.DataFrame:
+    """capacity_data.engine_inverse_frame for people: a fraction to 2 places, counts with
+    separators, "not reachable" where no value reaches the target."""
+    head = f"reaches {concurrency:,} × {length:,} tokens"
+
+    def shown(v) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "not reachable"
+        return f"{v:.2f}" if isinstance(v, float) and v < 1 else f"{int(v):,}"
+
+    return pd.DataFrame({"setting": inv["setting"], head: [shown(v) for v in inv["value"]]})

@@ -194,3 +194,26 @@ def context_picker(
     return st.select_slider(
         label, CONTEXT_CHOICES, key=state.wkey(key), format_func=lambda n: f"{n:,}"
     )
+
+
+def optional_input(
+    key: str, label: str, lo: float, hi: float, *, whole: bool, blank: str, field: str, **kw
+) -> float | int | None:
+    """A number from `lo` to `hi`, or blank (None: `blank` names what the engine then uses, in
+    the placeholder). Out of range: flagged as `int_input` does. Blank survives reruns and the
+    URL (state.sync leaves None out of the link)."""
+    parse = state.parse_whole if whole else state.parse_float
+    span = f"{lo:,} to {hi:,}" if whole else f"{lo:g} to {hi:g}"
+    if state.wkey(key) not in st.session_state:
+        state.init(key, None, parse, seed_bounds=(lo, hi), why="is not a number")
+    fmt = {"step": 1, "format": "%d"} if whole else {"step": 0.01, "format": "%.2f"}
+    value = st.number_input(label, key=state.wkey(key), placeholder=blank, **fmt, **kw)
+    if value is None:
+        st.caption(f"{span}; blank: {blank}")
+        return None
+    value = int(value) if whole else float(value)
+    if not lo <= value <= hi:
+        _flag(label, f"'{field}' must be from {span}: got {value:,}")
+        return None
+    st.caption(f"{span}; blank: {blank}")
+    return value

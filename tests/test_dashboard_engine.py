@@ -1,0 +1,147 @@
+"""The Capacity page's Engine section: vLLM / SGLang plans (calc.serving) on the page's GPUs.
+
+The reference for every figure is calc.serving's own API (engine_plan, inverse), called here
+with the settings the page's URL names; the arithmetic that is simple is written out too."""
+
+from __future__ import annotations
+
+from dashboard_util import chart_data, errors, open_page, table
+
+from calc.serving import inverse
+from calc.serving.plan import engine_plan
+
+BASE = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+GIB = 2**30
+
+
+def _tiles(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_vllm_tiles_stack_and_startup_lines_are_calc_serving_engine_plan():
+    at = open_page("capacity", **BASE, engine="vllm", ever="0.11.0", elen="32768")
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.11.0", max_model_len=32768)
+    t = _tiles(at)
+    assert t["KV blocks"] == f"{p.num_gpu_blocks:,}"
+    assert t["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    assert t["Max concurrency at 32,768 tokens"] == f"{p.max_concurrency:.2f}x"
+    # written out: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 128 KiB a token, 2 MiB a
+    # 16-token block (all layers); tokens = blocks x 16; concurrency = tokens / 32768
+    assert p.num_gpu_blocks == p.available_kv_cache_bytes // (16 * 32 * 8 * 128 * 2 * 2)
+    assert t["KV tokens"] == f"{p.num_gpu_blocks * 16:,}"
+    assert t["Max concurrency at 32,768 tokens"] == f"{p.num_gpu_blocks * 16 / 32768:.2f}x"
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["weights"] == p.weights_bytes
+    assert stack["activation peak"] == p.activation_bytes
+    assert stack["non-torch"] == p.non_torch_bytes
+    assert stack["KV cache"] == p.available_kv_cache_bytes
+    assert "CUDA graphs" not in stack  # 0.11.0 does not subtract them
+    assert stack.sum() == p.total_memory_bytes
+    # what utilization 0.9 keeps back: 10 % of the total, to the byte vLLM's int() rounds
+    assert abs(stack["free"] - p.total_memory_bytes * 0.1) <= 1
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert f"GPU KV cache size: {p.gpu_kv_cache_tokens:,} tokens" in at.code[0].value
+
+
+def test_vllm_0_21_subtracts_cuda_graphs_and_block_size_is_the_engines():
+    at = open_page(
+        "capacity", **BASE, engine="vllm", ever="0.21.0", elen="8192", eblock="32", eseqs="64"
+    )
+    assert errors(at) == ""
+    p = engine_plan(
+        "llama-3.1-8b",
+        "h100-sxm",
+        "vllm",
+        version="0.21.0",
+        max_model_len=8192,
+        block_size=32,
+        max_num_seqs=64,
+    )
+    t = _tiles(at)
+    assert t["KV blocks"] == f"{p.num_gpu_blocks:,}"
+    assert t["KV tokens"] == f"{p.num_gpu_blocks * 32:,}"
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack.sum() == p.total_memory_bytes
+    assert stack["KV cache"] == p.available_kv_cache_bytes
+    if p.cudagraph_bytes:
+        assert stack["CUDA graphs"] == p.cudagraph_bytes
+
+
+def test_sglang_plan_is_calc_serving_and_its_pool_is_pages_of_tokens():
+    at = open_page(
+        "capacity", **BASE, engine="sglang", ever="0.4.6", elen="16384", epage="16", efrac="0.8"
+    )
+    assert errors(at) == ""
+    p = engine_plan(
+        "llama-3.1-8b",
+        "h100-sxm",
+        "sglang",
+        version="0.4.6",
+        max_model_len=16384,
+        page_size=16,
+        mem_fraction_static=0.8,
+    )
+    t = _tiles(at)
+    assert t["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    assert t["KV pages"] == f"{p.gpu_kv_cache_tokens // 16:,}"
+    assert t["Max concurrency at 16,384 tokens"] == f"{p.gpu_kv_cache_tokens / 16384:.2f}x"
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert f"max_total_num_tokens={p.gpu_kv_cache_tokens}" in at.code[0].value
+    assert chart_data(at, "engine_memory")["bytes"].sum() == p.total_memory_bytes
+
+
+def test_engine_refusals_show_the_engines_error_not_a_traceback():
+    # 70B in bf16 (~128 GiB of weights) on one 80 GB GPU: no memory for the cache blocks
+    at = open_page("capacity", model="llama-2-70b", gpu="h100-sxm", gpus="1", engine="vllm")
+    assert not at.exception
+    p = engine_plan("llama-2-70b", "h100-sxm", "vllm")
+    assert p.refusal
+    assert f"vLLM 0.11.0 refuses to start: {p.refusal}" in errors(at)
+    assert "KV tokens" not in _tiles(at)
+    assert f"ValueError: {p.refusal}" in at.code[0].value
+    # settings the engine's config refuses: its own wording
+    bad = open_page("capacity", **BASE, engine="vllm", eblock="24")
+    assert "'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got 24" in errors(bad)
+    assert "KV tokens" not in _tiles(bad)
+    long = open_page("capacity", **BASE, engine="vllm", elen="200000")
+    assert "User-specified max_model_len (200000) is greater than the derived" in errors(long)
+    sg = open_page("capacity", **BASE, engine="sglang", ever="0.5.3")
+    assert "'mem_fraction_static' must be given for sglang 0.5.3" in errors(sg)
+
+
+def test_inverse_box_answers_with_calc_serving_inverse():
+    at = open_page("capacity", **BASE, engine="vllm", elen="32768", ec="12", el="32768")
+    assert errors(at) == ""
+    s = dict(version="0.11.0", tensor_parallel_size=1, pipeline_parallel_size=1)
+    s.update(max_model_len=32768, kv_cache_dtype="auto", weight_dtype="bf16", block_size=16)
+    u = inverse.utilization_for("llama-3.1-8b", "h100-sxm", "vllm", 12, **s)
+    n = inverse.max_model_len_for("llama-3.1-8b", "h100-sxm", "vllm", 12, **s)
+    tp = inverse.tp_for("llama-3.1-8b", "h100-sxm", "vllm", 12, **s)
+    df = table(at).set_index("setting")["reaches 12 × 32,768 tokens"]
+    assert df["gpu_memory_utilization"] == f"{u:.2f}"
+    assert df["max_model_len"] == f"{n:,}"
+    assert df["tensor_parallel_size"] == f"{tp:,}"
+    # the answer is the smallest that reaches it: 12 x 32,768 tokens at u, not at u - 0.01
+    at_u = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", **{**s, "gpu_memory_utilization": u})
+    below = engine_plan(
+        "llama-3.1-8b", "h100-sxm", "vllm", **{**s, "gpu_memory_utilization": round(u - 0.01, 2)}
+    )
+    assert at_u.gpu_kv_cache_tokens >= 12 * 32768 > below.gpu_kv_cache_tokens
+    # an unreachable target says so
+    far = open_page("capacity", **BASE, engine="vllm", ec="100000", el="131072")
+    far_df = table(far).set_index("setting")["reaches 100,000 × 131,072 tokens"]
+    assert far_df["gpu_memory_utilization"] == "not reachable"
+
+
+def test_engine_inputs_live_in_the_url_and_out_of_range_hides_results():
+    at = open_page("capacity", **BASE, engine="sglang", efrac="0.8", epage="4")
+    assert at.number_input(key="capacity:efrac").value == 0.8
+    qp = {k: v if isinstance(v, list) else [v] for k, v in at.query_params.items()}
+    assert qp["engine"] == ["sglang"] and qp["efrac"] == ["0.8"] and qp["epage"] == ["4"]
+    assert "elen" not in qp  # blank: the model's own context, left out of the link
+    at.number_input(key="capacity:epage").set_value(10**6).run()
+    assert "'block_size' must be from 1 to 65,536: got 1,000,000" in errors(at)
+    assert "KV tokens" not in _tiles(at) and not at.code
+    kv = open_page("capacity", **BASE, engine="kvcalc")
+    assert errors(kv) == "" and not kv.code and "KV tokens" not in _tiles(kv)
