@@ -21,17 +21,21 @@ FIT_MARK = {"fits": "✓", "no fit": "✗"}
 
 def memory_breakdown_chart(df: pd.DataFrame) -> alt.Chart:
     """Columns: gpu, category, bytes, GiB, GB. One stacked bar: the GPU's memory, per GPU."""
-    order = list(df["category"])
+    return _memory_bar(df, list(range(len(df))), list(df["category"]), PALETTE)
+
+
+def _memory_bar(df: pd.DataFrame, order: list[int], sort: list[str], scale) -> alt.Chart:
+    """A stacked bar of a GPU's memory by category, stacked by `order`, coloured by `scale`."""
     return (
-        alt.Chart(df.assign(order=range(len(df))))
+        alt.Chart(df.assign(order=order))
         .mark_bar()
         .encode(
             x=alt.X("GiB:Q", stack="zero", axis=alt.Axis(title="memory per GPU (GiB = 2³⁰ B)")),
             y=alt.Y("gpu:N", title=None),
             color=alt.Color(
                 "category:N",
-                sort=order,
-                scale=PALETTE,
+                sort=sort,
+                scale=scale,
                 title=None,
                 legend=alt.Legend(orient="bottom", columns=6),
             ),
@@ -160,26 +164,5 @@ def engine_memory_chart(df: pd.DataFrame) -> alt.Chart:
     """Columns: gpu, category (ENGINE_PARTS, in stack order), bytes, GiB, GB. One stacked bar:
     the GPU's memory as the engine accounts it; each category keeps its colour whichever
     terms the engine has."""
-    return (
-        alt.Chart(df.assign(order=[ENGINE_PARTS.index(c) for c in df["category"]]))
-        .mark_bar()
-        .encode(
-            x=alt.X("GiB:Q", stack="zero", axis=alt.Axis(title="memory per GPU (GiB = 2³⁰ B)")),
-            y=alt.Y("gpu:N", title=None),
-            color=alt.Color(
-                "category:N",
-                sort=ENGINE_PARTS,
-                scale=ENGINE_COLORS,
-                title=None,
-                legend=alt.Legend(orient="bottom", columns=6),
-            ),
-            order=alt.Order("order:Q"),
-            tooltip=[
-                alt.Tooltip("category:N"),
-                alt.Tooltip("GiB:Q", format=",.2f"),
-                alt.Tooltip("GB:Q", format=",.2f"),
-                alt.Tooltip("bytes:Q", format=",~f"),
-            ],
-        )
-        .properties(height=alt.Step(56), autosize=AUTOSIZE)
-    )
+    order = [ENGINE_PARTS.index(c) for c in df["category"]]
+    return _memory_bar(df, order, ENGINE_PARTS, ENGINE_COLORS)
