@@ -106,9 +106,7 @@ def kv_cache_group_bytes(
     size = {}
     for kind in spec.attention_counts:
         k = KINDS[kind]
-        t = k.cached_tokens(spec, seq_len, conv)
-        if block_size is not None:
-            t = -(-t // block_size) * block_size  # whole blocks
+        t = cached_tokens(spec, seq_len, kind=kind, block_size=block_size, convention=conv)
         per_token = k.kv_elems_per_token(spec, conv)
         layer_bits = t * per_token * bits + k.state_bits(spec, bits, conv)
         size[kind] = -(-(batch * layer_bits) // 8)
