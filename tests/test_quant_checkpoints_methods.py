@@ -116,3 +116,34 @@ def test_gptq_autogptq_llama_3_1_8b_stores_a_zero_bias_kvcalc_leaves_out():
     )
     assert _part(parts, "packed") == 6_979_321_856 // 8 * 4
     assert 1_052_315_648 * 2 - _base(parts) == bias * 2 == 2_752_512
+
+
+def test_compressed_tensors_int4_g32_kimi_k2_5_experts_against_its_headers():
+    """moonshotai/Kimi-K2.5 (revision 2426b45b): pack-quantized int4, group 32, routed experts
+    only (60 MoE layers x 384 experts x gate / up / down of 7168 x 2048). HFJS at 0b0fb12e counted
+    I32 1,014,687,129,600 and BF16 43,902,267,888; at 6dda178f, which drops weight_scale and
+    weight_shape, I32 1,014,686,023,680 and BF16 12,193,329,648. So: packed words x 8 =
+    1,014,686,023,680; weight_scale = 31,708,938,240 bf16 values (out x in / 32); weight_shape =
+    1,105,920 / 8 = 138,240 I32 values, two per expert matrix. The text model is Kimi K2's.
+
+    Kimi's writer stores weight_shape as int32 (2,), where compressed-tensors' own
+    pack_quantized compressor writes torch.tensor(shape), int64 (RedHatAI's Llama-3.3-70B above,
+    I64): no config key tells them apart, so kvcalc's 16 bytes per matrix is 8 too many here."""
+    E, L, h, m = 384, 60, 7168, 2048
+    mats = L * E * 3
+    assert mats * h * m == 1_014_686_023_680 == 1_014_687_129_600 - 1_105_920
+    assert mats * h * m // 32 == 31_708_938_240 == 43_902_267_888 - 12_193_329_648
+    assert mats * 2 == 1_105_920 // 8
+    parts = _quantized(
+        "kimi-k2",
+        {"quant_method": "compressed-tensors", "format": "pack-quantized",
+         "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                    "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+             "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+             "group_size": 32}}}},
+        "bf16",
+    )  # fmt: skip
+    assert _part(parts, "packed") == 1_014_686_023_680 // 8 * 4
+    assert _part(parts, "scales") == 31_708_938_240 * 2
+    assert _part(parts, "meta") - mats * 2 * 4 == mats * 8  # int64 counted, int32 stored
