@@ -96,14 +96,15 @@ def test_compressed_tensors_w4a16_actorder_llama_3_3_70b_against_its_headers():
     assert _base(parts) == 2 * 2_102_665_216
 
 
-def test_gptq_autogptq_llama_3_1_8b_stores_a_zero_bias_kvcalc_leaves_out():
+def test_gptq_autogptq_llama_3_1_8b_stores_a_zero_bias_on_every_linear():
     """neuralmagic (RedHatAI)/Meta-Llama-3.1-8B-Instruct-quantized.w4a16 (revision 3921b6ae), an
     AutoGPTQ checkpoint (quantize_config.json, tagged gptq): HFJS at de70b251 counts I32
     6,979,321,856 (qweight words x 8; qzeros, g_idx and scales skipped by suffix) and F16
     1,052,315,648. The F16 values exceed the embedding, lm_head and norms by exactly one value
     per output feature of every block linear: AutoGPTQ's make_quant built every QuantLinear with
-    bias=True (https://github.com/AutoGPTQ/AutoGPTQ/issues/601, fixed by PR #602 after 0.7.1),
-    so the checkpoint holds a zero fp16 bias kvcalc does not count (no config key says so)."""
+    bias=True (https://github.com/AutoGPTQ/AutoGPTQ/issues/601, fixed by PR #602 in no release),
+    so the checkpoint holds a zero fp16 bias, which kvcalc counts for a config AutoGPTQ wrote
+    (no `meta.quantizer`, no optimum keys)."""
     h, kv, f, L, V = 4096, 1024, 14336, 32, 128256
     shapes = [(h, h), (h, kv), (h, kv), (h, h), (h, f), (h, f), (f, h)]  # (in, out)
     assert L * sum(i * o for i, o in shapes) == 6_979_321_856
@@ -111,11 +112,13 @@ def test_gptq_autogptq_llama_3_1_8b_stores_a_zero_bias_kvcalc_leaves_out():
     assert 2 * V * h + (2 * L + 1) * h + bias == 1_052_315_648
     parts = _quantized(
         "llama-3.1-8b",
-        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True, "sym": True},
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True, "sym": True,
+         "damp_percent": 0.1, "static_groups": False, "true_sequential": True,
+         "model_name_or_path": None, "model_file_base_name": None},
         "fp16",
-    )
+    )  # fmt: skip
     assert _part(parts, "packed") == 6_979_321_856 // 8 * 4
-    assert 1_052_315_648 * 2 - _base(parts) == bias * 2 == 2_752_512
+    assert _base(parts) + _part(parts, "bias") == 1_052_315_648 * 2
 
 
 def test_compressed_tensors_int4_g32_kimi_k2_5_experts_against_its_headers():

@@ -200,6 +200,11 @@ BAD = [
         "'checkpoint_format' must be 'gptq'",
     ),
     ({"quant_method": "gptq", "bits": 4, "desc_act": "yes"}, "'desc_act' must be true or false"),
+    ({"quant_method": "gptq", "bits": 4, "meta": "gptqmodel"}, "'meta' must be a JSON object"),
+    (
+        {"quant_method": "gptq", "bits": 4, "meta": {"quantizer": 2}},
+        "'meta' 'quantizer' must be a string or a list of strings: got 2",
+    ),
     ({"quant_method": "awq", "bits": 4, "zero_point": False}, "'zero_point' must be true"),
     (
         {"quant_method": "awq", "bits": 4, "version": "marlin"},

@@ -62,6 +62,18 @@ def test_gptq_tp2_column_and_row_shards():
     assert sum(b.values()) == q + kv + o + mlp + embed + head
 
 
+def test_autogptq_zero_biases_are_stored_but_not_loaded():
+    """AutoGPTQ stores an fp16 zero bias (out,) on every QuantLinear; vLLM's llama.py load_weights
+    skips a bias its layer lacks ("Skip loading extra bias for GPTQ models"), so the bytes per
+    GPU are those of the bias-free checkpoint while the stored bytes grow by 2 x out each."""
+    qc = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}
+    autogptq, gptqmodel = tiny(qc), tiny({**qc, "meta": {"quantizer": ["gptqmodel:2.0"]}})
+    assert stored_bytes_per_gpu(autogptq, tp=2) == stored_bytes_per_gpu(gptqmodel, tp=2)
+    outs = 4096 + 2 * 1024 + 4096 + 2 * 14336 + 4096  # q, k, v, o, gate, up, down
+    layers = autogptq.num_hidden_layers
+    assert calc.weight_bytes(autogptq) - calc.weight_bytes(gptqmodel) == layers * outs * 2
+
+
 def test_gptq_act_order_keeps_every_group_on_row_parallel_gpus():
     spec = tiny({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True})
     b = stored_bytes_per_gpu(spec, tp=4)

@@ -46,19 +46,36 @@ def test_qwen3_moe_fp8_blocks_with_every_router_listed():
     assert parts["mlp:scales"] == L * E * (2 * 6 * 16 + 16 * 6) * 4
 
 
-def test_gptq_llama_written_out():
+GPTQMODEL_META = {
+    "quantizer": ["gptqmodel:2.2.0"],
+    "uri": "https://github.com/modelcloud/gptqmodel",
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "zero_bias"),
+    [
+        ({"meta": GPTQMODEL_META}, False),  # GPTQModel: a bias only where the layer has one
+        ({"dataset": "c4", "model_seqlen": 2048, "use_exllama": True}, False),  # optimum
+        ({"damp_percent": 0.1, "static_groups": False, "model_file_base_name": "model"}, True),
+    ],
+    ids=["gptqmodel", "optimum", "autogptq"],
+)
+def test_gptq_llama_written_out(extra, zero_bias):
     """Llama-3-8B shapes, GPTQ 4-bit g128 with desc_act, fp16: every block projection packed,
-    embeddings, LM head and norms fp16."""
+    embeddings, LM head and norms fp16. AutoGPTQ's quantize_config (no `meta`, no optimum keys)
+    adds an fp16 zero bias (out,) to every QuantLinear (auto_gptq make_quant, bias=True)."""
     spec = with_quant(
         calc.load_preset("llama-3-8b"),
-        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True},
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True, **extra},
         dtype="float16",
     )
     h, f, kv, V, L = 4096, 14336, 1024, 128256, 32
 
     def gptq(out, inp):
         g = inp // 128
-        return inp // 8 * out * 4 + g * out // 8 * 4 + g * out * 2 + inp * 4
+        bias = out * 2 if zero_bias else 0
+        return inp // 8 * out * 4 + g * out // 8 * 4 + g * out * 2 + inp * 4 + bias
 
     layer = gptq(h, h) + 2 * gptq(kv, h) + gptq(h, h) + 2 * gptq(f, h) + gptq(h, f) + 2 * h * 2
     assert calc.weight_bytes(spec) == L * layer + 2 * V * h * 2 + h * 2

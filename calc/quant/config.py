@@ -104,6 +104,7 @@ class QuantScheme(BaseModel):
     block_size: tuple[int, int] | None = None  # (rows, cols) of one 2-D scale block
     symmetric: bool = True  # False: zero points are stored
     act_order: bool = False  # activation-order index (g_idx) stored beside the weight
+    bias_always: bool = False  # AutoGPTQ: a (zero) bias on every quantized linear
     scale_dtype: str = "fp16"
     zero_dtype: str = "int8"  # compressed-tensors' unpacked zero points (QuantizationArgs dtype)
     quant_type: str | None = None  # bitsandbytes "nf4" / "fp4"; "int" / "float" elsewhere

@@ -51,7 +51,8 @@ def _gptq(s, out, inp, bias, dtype, module):
     # AutoGPTQ nn_modules/qlinear/qlinear_cuda_old.py QuantLinear.__init__ (same in GPTQModel):
     #   qweight int32 (in // 32 * bits, out); qzeros int32 (ceil(in / g), out // 32 * bits);
     #   scales (ceil(in / g), out) in the weight dtype (fp16); g_idx int32 (in,) registered
-    #   whether or not desc_act (so every GPTQ checkpoint stores it); bias (out,) if any.
+    #   whether or not desc_act (so every GPTQ checkpoint stores it); bias (out,) if the layer
+    #   has one, or on every layer when AutoGPTQ wrote it (QuantScheme.bias_always).
     b = s.bits
     _need(inp % 32 == 0, "in_features", f"be a multiple of 32 to pack {b}-bit rows", inp, module)
     _need(out * b % 32 == 0, "out_features", f"fill whole int32 words at {b} bits", out, module)
@@ -62,7 +63,7 @@ def _gptq(s, out, inp, bias, dtype, module):
         zeros=groups * (out // 32 * b) * 4,
         scales=groups * out * sb,
         g_idx=inp * 4,
-        bias=out * sb if bias else 0,
+        bias=out * sb if bias or s.bias_always else 0,
     )
 
 

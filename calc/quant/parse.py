@@ -132,6 +132,7 @@ def _gptq(f: Fields, dtype: str) -> QuantConfig:
         symmetric=f.bool("sym", default=True),
         act_order=f.bool("desc_act", default=False),
         scale_dtype="fp16" if dtype == "fp32" else dtype,  # QuantLinear weight_dtype
+        bias_always=_autogptq_wrote(f),
     )
     return QuantConfig(
         method="gptq",
@@ -140,6 +141,36 @@ def _gptq(f: Fields, dtype: str) -> QuantConfig:
         quantize_lm_head=f.bool("lm_head", default=False),
         dtype=dtype,
     )
+
+
+# Keys only transformers' GPTQConfig (optimum's GPTQQuantizer) writes into quantization_config.
+_OPTIMUM_KEYS = frozenset(
+    ("dataset", "model_seqlen", "block_name_to_quantize", "module_name_preceding_first_block",
+     "use_exllama", "exllama_config", "cache_block_outputs", "use_cuda_fp16", "max_input_length",
+     "tokenizer", "batch_size", "pad_token_id", "backend")
+)  # fmt: skip
+
+
+def _autogptq_wrote(f: Fields) -> bool:
+    """Whether AutoGPTQ wrote the checkpoint, so every quantized linear stores a (zero) bias.
+
+    Every AutoGPTQ release (to 0.7.1, the last) built each QuantLinear with bias=True
+    (auto_gptq/modeling/_utils.py make_quant; AutoGPTQ#601, fixed by #602 on 2024-03-25 in no
+    release). optimum's GPTQQuantizer and GPTQModel pass `layer.bias is not None`
+    (optimum/gptq/quantizer.py _replace_by_quant_layers) and say so: both write
+    `meta.quantizer` ("optimum:x", "gptqmodel:x"), and older optimum its own keys (_OPTIMUM_KEYS).
+    AutoGPTQ's quantize_config.json has neither.
+    """
+    meta = f.data.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise f.fail("meta", "must be a JSON object")
+    quantizer = (meta or {}).get("quantizer")
+    if quantizer is not None:
+        names = [quantizer] if isinstance(quantizer, str) else quantizer
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise f.fail("meta", "'quantizer' must be a string or a list of strings", quantizer)
+        return not any(x.split(":")[0].strip().lower() in ("gptqmodel", "optimum") for x in names)
+    return not (_OPTIMUM_KEYS & f.data.keys())
 
 
 def _awq(f: Fields, dtype: str) -> QuantConfig:

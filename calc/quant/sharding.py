@@ -86,6 +86,8 @@ def stored_bytes_per_gpu(
         if s is None:  # a row-parallel bias stays whole: out_features is not split
             out[x.component] = out.get(x.component, 0) + n * base * part.numel
             continue
+        if s.bias_always:  # AutoGPTQ's zero biases are not loaded: vllm/model_executor/models/
+            s = s.model_copy(update={"bias_always": False})  # llama.py "Skip loading extra bias"
         where = x.module if kind == "rep" or tp == 1 else f"{x.module}, 1/{tp} of it per GPU"
         b = linear_bytes(s, part.out_features, part.in_features, bias=x.bias, dtype=d, module=where)
         if kind == "row" and s.layout == "gptq" and s.act_order and tp > 1:
