@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from calc import layout
 from calc.layout import ATTENTION_TYPES, MLP_TYPES, LayerGroup, Run
 from calc.limits import check_limit
-from calc.quant.config import QuantConfig
+from calc.quant.config import QuantConfig, dtype_name
 
 MlpKind = Literal[
     "standard", "gated"
@@ -142,6 +142,7 @@ class ModelSpec(BaseModel):
 
     # --- quantized checkpoint (calc.quant; from config.json's quantization_config) ------------
     quantization: QuantConfig | None = None  # None: every tensor in one dtype
+    checkpoint_dtype: str | None = None  # config.json torch_dtype: what weight_bytes stores
 
     # --- derived ------------------------------------------------------------------------------
     @property
@@ -292,6 +293,11 @@ class ModelSpec(BaseModel):
     @classmethod
     def _mlp_runs(cls, value: object, info) -> object:
         return layout.normalize_runs(value, MLP_TYPES, info.field_name)
+
+    @field_validator("checkpoint_dtype", mode="before")
+    @classmethod
+    def _checkpoint_dtype(cls, value: object) -> object:
+        return None if value is None else dtype_name(value, "checkpoint_dtype")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

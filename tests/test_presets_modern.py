@@ -23,8 +23,9 @@ from calc.spec import ModelSpec
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hf" / "modern"
 META = ("name", "family", "display_name", "source", "retrieved", "published_params",
-        "published_active_params", "notes", "quantization")  # fmt: skip
-# (quantization: a preset is the model, not how one checkpoint of it is stored; issue 11)
+        "published_active_params", "notes", "quantization", "checkpoint_dtype")  # fmt: skip
+# (quantization, checkpoint_dtype: a preset is the model, not how one checkpoint of it is
+# stored; issue 11)
 
 
 def total(s: ModelSpec) -> int:

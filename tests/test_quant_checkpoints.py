@@ -21,12 +21,9 @@ def load(name: str) -> tuple[dict, dict]:
 
 
 def stored(cfg: dict) -> int:
-    """kvcalc's bytes for the checkpoint: the base dtype is the config's torch_dtype."""
-    spec = calc.from_hf_config(cfg)
-    dtype = (
-        cfg.get("torch_dtype") or cfg.get("dtype") or cfg.get("text_config", {}).get("torch_dtype")
-    )
-    return calc.weight_bytes(spec, dtype=None if spec.quantization else dtype)
+    """kvcalc's bytes for the checkpoint, as a user asks for them: the base dtype is read from
+    the config itself (torch_dtype, or the quantization config's)."""
+    return calc.weight_bytes(calc.from_hf_config(cfg))
 
 
 EXACT = [
@@ -139,3 +136,19 @@ def test_bnb_4bit_llama_packs_every_block_linear_and_keeps_the_head():
     assert sum(v for k, v in parts.items() if k.endswith(":packed")) == 3_489_660_928
     base = sum(v for k, v in parts.items() if ":" not in k)
     assert base == 2 * 1_050_939_392
+
+
+def test_an_fp32_checkpoint_is_counted_at_four_bytes():
+    """google/gemma-2-9b stores float32 tensors (config torch_dtype "float32"; the Hub's
+    safetensors summary: F32, 9,241,705,984 parameters), so its stored bytes are 4 x that."""
+    spec = calc.from_hf_config(Path(__file__).parent / "fixtures" / "hf" / "gemma-2-9b.json")
+    assert spec.checkpoint_dtype == "fp32"
+    assert calc.weight_bytes(spec) == 4 * 9_241_705_984
+    assert calc.weight_bytes(spec, dtype="bf16") == 2 * 9_241_705_984  # an explicit dtype wins
+
+
+@pytest.mark.parametrize("value", ["int7", 16, "float128"])
+def test_an_unknown_torch_dtype_is_refused_by_name(value):
+    cfg, _ = load("mistral-7b-v0.3")
+    with pytest.raises(ValueError, match=r"'torch_dtype' must be a dtype, one of fp32.*got"):
+        calc.from_hf_config({**cfg, "torch_dtype": value})

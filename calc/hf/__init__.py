@@ -31,6 +31,7 @@ from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
 from calc.hf_export import to_hf_config
 from calc.quant import QuantConfig, parse_quantization_config
+from calc.quant.config import dtype_name
 from calc.spec import ModelSpec
 
 __all__ = [
@@ -117,6 +118,12 @@ def from_hf_config(
     quantization = _quantization(outer, data, origin)  # issue 11: quantized checkpoints
     if quantization is not None:
         fields["quantization"] = quantization
+    stored = _stored_dtype(outer, data)
+    if stored is not None and stored != "auto":  # what the checkpoint's tensors are stored in
+        try:
+            fields["checkpoint_dtype"] = dtype_name(stored, "torch_dtype")
+        except ValueError as e:
+            raise ValueError(f"{origin}: {e}") from None
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as e:
@@ -129,14 +136,19 @@ def _quantization(outer: dict, text: dict, origin: str) -> QuantConfig | None:
     qc = outer.get("quantization_config", text.get("quantization_config"))
     if qc is None:
         return None
+    dtype = _stored_dtype(outer, text) or "bfloat16"
+    return parse_quantization_config(qc, dtype=dtype, origin=f"{origin}: quantization_config")
+
+
+def _stored_dtype(outer: dict, text: dict) -> object:
+    """torch_dtype (transformers 4) or dtype (5), outside a wrapper first; None if absent."""
     dtypes = (
         outer.get("torch_dtype"),
         outer.get("dtype"),
         text.get("torch_dtype"),
         text.get("dtype"),
     )
-    dtype = next((d for d in dtypes if d is not None), "bfloat16")
-    return parse_quantization_config(qc, dtype=dtype, origin=f"{origin}: quantization_config")
+    return next((d for d in dtypes if d is not None), None)
 
 
 def _default_name(data: dict, config: object) -> str:

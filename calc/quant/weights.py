@@ -185,12 +185,20 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
     return result
 
 
+def _stored(spec: ModelSpec) -> str:
+    """The base dtype a checkpoint stores: the quantization config's, else config.json's
+    torch_dtype (spec.checkpoint_dtype), else bf16."""
+    q = spec.quantization
+    return q.dtype if q else (spec.checkpoint_dtype or "bf16")
+
+
 def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[str, int]:
     """Stored bytes by label: "<component>" in the base dtype, "<component>:<part>" for the
     quantized matrices' packed weights, scales, zeros, g_idx, meta, act_scales and bias, and
-    "kv_scales". `dtype`: the base dtype (default: the quantization config's, else bf16)."""
+    "kv_scales". `dtype`: the base dtype (default: the quantization config's, else the config's
+    torch_dtype, else bf16)."""
     q = spec.quantization
-    d = dtype_name(dtype if dtype is not None else (q.dtype if q else "bf16"), "dtype")
+    d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
     key = ("weight_bytes", d)
     memo = spec.memo
     if key not in memo:
@@ -200,8 +208,7 @@ def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[st
 
 def weight_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
     """Bytes of every tensor the checkpoint stores (a safetensors index's `total_size`)."""
-    q = spec.quantization
-    d = dtype_name(dtype if dtype is not None else (q.dtype if q else "bf16"), "dtype")
+    d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
     key = ("weight_bytes_total", d)
     memo = spec.memo
     if key not in memo:
