@@ -22,8 +22,8 @@ from calc.plan import Plan, plan
 from calc.serving import inverse
 from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
+from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
 from calc.serving.plan import (
-    CUDAGRAPH_SUBTRACTED_FROM,
     PP_CHECK_PER_RANK_FROM,
     EnginePlan,
     engine_plan,

@@ -6,7 +6,10 @@ Each check is one logged figure beside kvcalc's, with a verdict:
   the range of counts that rounded input allows (a range of width 1-2 blocks);
 - "within target" / "miss": a first-principles figure within / outside its target
   (weights 0.5 %, available KV memory 2 %);
-- "not modelled": kvcalc has no rule for it yet; the reason says which.
+- "not modelled": kvcalc has no rule for it yet; the reason says which;
+- "other rank": the log's token line and its available-memory line were printed by different
+  workers ([logged] token_line_other_rank, with the evidence in the case's comments); the
+  note gives the memory the token line's own worker had, which the quoted line does not show.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
 HALF = 0.005  # GiB printed to 2 decimals
-TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0}
+TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0, "activation_gib": 2.0}
 NOT_MODELLED = {
     "nsa": "DeepSeek-V3.2's NSA pool (fp8 latent of 656 B a token, indexer keys) is not modelled",
     "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
@@ -131,7 +134,12 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
             ("num_gpu_blocks", "GPU blocks"),
         ):
-            if key in log:
+            if key in log and log.get("token_line_other_rank"):
+                per_block = lay.page_bytes(B) * (
+                    max(lay.rank_layers) if groups == 1 else lay.group_size
+                )
+                out.append(_other_rank(cid, label, log[key], lo, hi, x, B, per_block))
+            elif key in log:
                 out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
         if "needed_kv_cache_gib" in log:
             got = _between(lo.refusal or "", "max seq len (", "GiB KV cache is needed")
@@ -179,8 +187,28 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
     if _gpu(case) is not None and x is not None:
         p = engine_plan(spec, hw, weight_dtype=wd, **s)
+        if "peak_torch_gib" in log and "weights_gib" in log:  # V0: the profile run's peak
+            act = log["peak_torch_gib"] - log["weights_gib"]
+            out.append(_pct(cid, "activation_gib", round(act, 4), p.activation_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
     return out
+
+
+def _other_rank(cid, label, logged, lo, hi, x, block, per_block) -> Check:
+    """A token / block line printed by another worker than the quoted available-memory line:
+    the memory its own worker had is what its blocks need (one group: blocks x bytes a block
+    of every layer), to within one block."""
+    blocks = logged // block if label.startswith("GPU KV cache size") else logged
+    low, high = blocks * per_block / GIB, (blocks + 1) * per_block / GIB
+    note = (
+        f"{lo.gpu_kv_cache_tokens:,}..{hi.gpu_kv_cache_tokens:,} for the quoted {x} GiB; the "
+        f"line's own worker had {low:.3f}..{high:.3f} GiB"
+    )
+    return Check(cid, label, logged, (getattr(lo, _KEY[label]), getattr(hi, _KEY[label])),
+                 "other rank", note)  # fmt: skip
+
+
+_KEY = {"GPU KV cache size, tokens": "gpu_kv_cache_tokens", "GPU blocks": "num_gpu_blocks"}
 
 
 def _interval(cid, label, logged, lo, hi, x) -> Check:

@@ -2,7 +2,7 @@
 
 `engine_plan_grid(model, gpu, "vllm", gpu_memory_utilization=[...], max_model_len=[...])`
 returns one row per combination, with the columns of `engine_plan`'s JSON. The per-config
-constants (weights, KV layout, overheads) come from the same `prepare` / `_overheads` the single
+constants (weights, KV layout, overheads) come from the same `prepare` / `overheads` the single
 plan uses, and every row's figures from the same memory.py functions, on arrays: a row equals
 `engine_plan(...)` for its settings (tests/test_serving_grid.py checks it).
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from calc.serving import memory as m
-from calc.serving.plan import GIB, _overheads, prepare
+from calc.serving.overheads import overheads
+from calc.serving.plan import GIB, prepare
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
 
@@ -62,7 +63,7 @@ def engine_plan_grid(model, gpu, engine: str = "vllm", *, weight_dtype="bf16", *
     B = lay.block_size(cfg.block_size)
     if given is None:
         u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
-        act, nt, cg = _overheads(spec, cfg, wd, None)
+        act, nt, cg = overheads(spec, cfg, wd, None)
         avail = m.vllm_available_bytes(total, u, w, act, nt, cg)
     page = lay.page_bytes(B)
     blocks = m.vllm_num_blocks(avail, page, lay.rank_group_size(int(np.argmax(weights))))
@@ -81,6 +82,6 @@ def engine_plan_grid(model, gpu, engine: str = "vllm", *, weight_dtype="bf16", *
 
 
 def _init_used(cfg) -> int:
-    from calc.serving.plan import _non_torch
+    from calc.serving.overheads import non_torch_bytes
 
-    return _non_torch(cfg.tensor_parallel_size, 1)
+    return non_torch_bytes(cfg.tensor_parallel_size, 1)

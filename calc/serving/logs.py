@@ -5,7 +5,8 @@ table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
 max_total_num_tokens, kv_cache_capacity_tokens, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
 sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, engine.
-The first occurrence wins (with TP every rank prints its own; rank 0 usually first).
+With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
+"Worker_TP0", "TP0 ") wins, else the first occurrence.
 SGLang's "GB" is GiB (its code divides by 1 << 30); vLLM V0's "took X GB" is GiB too.
 """
 
@@ -54,11 +55,24 @@ def _num(text: str, key: str):
     return int(float(t)) if key in _INT_KEYS else float(t)
 
 
+_RANK0 = re.compile(r"rank=0\b|Worker_TP0\b|\bTP0 ")
+
+
+def _rank0_first(text: str, pat: re.Pattern):
+    """The match on a worker-0 line when the lines name their worker, else the first one."""
+    matches = list(pat.finditer(text))
+    for m in matches:
+        start = text.rfind("\n", 0, m.start()) + 1
+        if _RANK0.search(text[start : m.start()]):
+            return m
+    return matches[0] if matches else None
+
+
 def parse_log(text: str) -> dict:
     """The figures of one start-up log (see the module docstring); {} for no known line."""
     out: dict = {}
     for key, pat in PATTERNS.items():
-        match = pat.search(text)
+        match = _rank0_first(text, pat)
         if not match:
             continue
         if key == "max_concurrency":

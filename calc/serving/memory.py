@@ -131,6 +131,22 @@ def vllm_available_bytes(
     return int(out // 1)
 
 
+def vllm_v0_profile_peak_bytes(tokens, hidden, q_width, kv_width, inter, act_bytes):
+    """The V0 profile run's activation peak on one TP rank (torch's allocated peak minus the
+    weights; the KV caches are empty tensors in the dummy run), for a dense decoder with a gated
+    MLP run eagerly, `tokens` = max_num_batched_tokens (V0: max(max_model_len, 2048) without
+    chunked prefill). Alive at once (vllm/model_executor/models/llama.py @ e06c9ba2a6ea,
+    LlamaModel / LlamaDecoderLayer / LlamaMLP / LlamaAttention.forward, unchanged in structure
+    since V0): the model loop's hidden_states and residual (2h), the layer's own hidden_states
+    (h), and
+    - in the MLP: gate_up_proj's output (2I) while SiluAndMul writes its output (I): 3I;
+    - in attention: qkv (q + 2kv), the attention output (q) and o_proj's output (h is counted
+      as the layer's hidden_states): 2q + 2kv.
+    So T x a x (3h + max(3I, 2q + 2kv)). vllm#10517 (0.6.4, RTX 3090, Llama-3.1-8B) logged
+    peak_torch 17.06 / 17.98 GiB over 14.9888 GiB of weights at T = 20000 / 29000."""
+    return tokens * act_bytes * (3 * hidden + _maximum(3 * inter, 2 * q_width + 2 * kv_width))
+
+
 # --- SGLang -----------------------------------------------------------------------------------
 
 

@@ -15,23 +15,18 @@ SGLang: rest = total x mem_fraction_static - weights; tokens = rest // cell (see
 
 from __future__ import annotations
 
-from calc.capacity import (
-    DEFAULT_RUNTIME_RESERVE_BYTES,
-    DEFAULT_RUNTIME_RESERVE_MULTI_GPU_BYTES,
-    activation_bytes_per_gpu,
-    activation_dtype,
-)
+from calc.capacity import activation_dtype
 from calc.presets import resolve_model
 from calc.results import Result
 from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.layout import kv_layout
+from calc.serving.overheads import non_torch_bytes, overheads
 from calc.serving.quant_weights import plan_weights
 from calc.spec import ModelSpec
 
 GIB = 2**30
-CUDAGRAPH_SUBTRACTED_FROM = (0, 21, 0)  # vLLM subtracts its CUDA-graph estimate from here on
 # Before this release the one-request check (and its "estimated maximum model length") counted
 # every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1); the
 # per-rank check is what kv_cache_utils.get_kv_cache_configs does on main (assumed: 0.16.0).
@@ -71,12 +66,6 @@ class EnginePlan(Result):
     @property
     def fits(self) -> bool:
         return self.refusal is None
-
-
-def _non_torch(tp: int, pp: int) -> int:
-    return (
-        DEFAULT_RUNTIME_RESERVE_BYTES if tp * pp == 1 else DEFAULT_RUNTIME_RESERVE_MULTI_GPU_BYTES
-    )
 
 
 def prepare(
@@ -147,24 +136,6 @@ def engine_plan(
     return _vllm(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)
 
 
-def _overheads(spec, config, wd, calibration):
-    """(activation, non-torch, CUDA graphs) per GPU: calibrated, or estimated."""
-    cal = calibration or {}
-    tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
-    if "non_kv_overhead_bytes" in cal:
-        return int(cal["non_kv_overhead_bytes"]), 0, 0
-    if "activation_bytes_per_batched_token" in cal:
-        act = int(cal["activation_bytes_per_batched_token"] * config.max_num_batched_tokens)
-        return act, int(cal["non_torch_bytes"]), 0
-    act = activation_bytes_per_gpu(
-        spec, tp, config.max_num_batched_tokens, config.max_num_seqs, activation_dtype(wd)
-    )
-    cg = 0
-    if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
-        cg = int(config.cudagraph_memory_gib * GIB)
-    return act, _non_torch(tp, pp), cg
-
-
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     B, L = lay.block_size(config.block_size), config.max_model_len
     page = lay.page_bytes(B)
@@ -173,7 +144,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         avail = [int(given_gib * GIB)] * len(weights)
         source = "given"
     else:
-        act, nt, cg = _overheads(spec, config, wd, calibration)
+        act, nt, cg = overheads(spec, config, wd, calibration)
         u = config.gpu_memory_utilization
         avail = [m.vllm_available_bytes(total, u, w, act, nt, cg) for w in weights]
         source = "calibrated" if calibration else "derived"
@@ -246,7 +217,7 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         rest, source = int(given_gib * GIB), "given"
         init_used = None
     else:
-        init_used = int(cal.get("init_used_bytes", _non_torch(config.tensor_parallel_size, 1)))
+        init_used = int(cal.get("init_used_bytes", non_torch_bytes(config.tensor_parallel_size, 1)))
         sg_total = total - init_used  # SGLang's "total": free memory after its start-up
         rest = m.sglang_rest_bytes(sg_total - w, sg_total, config.mem_fraction_static)
         source = "calibrated" if calibration else "derived"
