@@ -136,3 +136,36 @@ def test_cli_plan_prints_the_checkpoints_weights():
     pad = 24 * 32 * _marlin_minus_stored(2880, 2880, 3072, 2944)  # Marlin on the H100
     gib = (13_761_264_768 + pad + 131072 * 64 * 4) / 2**30
     assert f"Model loading took {gib:.4f} GiB" in out.stdout, out.stdout + out.stderr
+
+
+def test_fbgemm_fp8_llama_405b_tp8_per_rank():
+    # meta-llama/Llama-3.1-405B-Instruct-FP8 keeps every self_attn and the MLPs of the first and
+    # last layers in bf16 (Llama 3 paper, sec. 6.2: FFN-only FP8, not in the first and last
+    # layers; its modules_to_not_convert holds full names such as "model.layers.0.mlp.down_proj",
+    # "model.layers.125.mlp.down_proj", "model.layers.0.self_attn.k_proj").
+    from calc.quant import parse_quantization_config
+    from calc.spec import ModelSpec
+
+    keep = [f"model.layers.{i}.self_attn.{m}_proj" for i in range(126) for m in "qkvo"]
+    keep += [f"model.layers.{i}.mlp.{m}_proj" for i in (0, 125) for m in ("gate", "up", "down")]
+    qc = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0}
+    q = parse_quantization_config(qc | {"modules_to_not_convert": keep})
+    assert (q.scheme.strategy, q.scheme.scale_dtype) == ("channel", "fp32")
+    with pytest.raises(ValueError, match="'activation_scale_ub' must be a positive number"):
+        parse_quantization_config(qc | {"activation_scale_ub": "big"})
+    spec = resolve_model("llama-3.1-405b")
+    spec = ModelSpec(**spec.model_dump(exclude={"quantization"}), quantization=q)
+    # vLLM FBGEMMFp8LinearMethod.create_weights, one TP-8 rank: fp8 weight (out / 8, in) or
+    # (out, in / 8), fp32 weight_scale (rows of this rank, 1), fp32 input_scale_ub scalar.
+    # Llama-3.1-405B: 126 layers, hidden 16384, 128 q / 8 KV heads of 128, MLP 53248, vocab
+    # 128256 (= 2004 x 64), untied.
+    attn = ((2048 + 128 + 128) * 16384 + 16384 * 2048) * 2  # qkv_proj, o_proj in bf16
+    mlp8 = 2 * 6656 * 16384 + 16384 * 6656  # gate_up_proj, down_proj in fp8
+    mlp8 += 2 * 6656 * 4 + 16384 * 4  # weight scales (down_proj's 16384 rows on every rank)
+    mlp8 += 3 * 4  # input_scale_ub per checkpoint module (vLLM's fused gate_up holds one: 4 B)
+    mlp16 = 3 * 6656 * 16384 * 2
+    norms = 2 * 16384 * 2
+    total = 126 * (attn + norms) + 124 * mlp8 + 2 * mlp16
+    total += 2 * 128256 // 8 * 16384 * 2 + 16384 * 2 + 131072 * 128 * 2  # tables, norm, rope
+    p = engine_plan(spec, "h100-sxm", available_kv_gib=1.0, tensor_parallel_size=8)
+    assert p.weights_bytes == total
