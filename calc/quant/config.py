@@ -20,7 +20,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Method = Literal["gptq", "awq", "bitsandbytes", "fp8", "compressed-tensors", "mxfp4", "modelopt"]
+Method = Literal[
+    "gptq", "awq", "bitsandbytes", "fp8", "compressed-tensors", "mxfp4", "modelopt", "fbgemm_fp8"
+]
 METHODS: tuple[str, ...] = (
     "gptq",
     "awq",
@@ -29,6 +31,7 @@ METHODS: tuple[str, ...] = (
     "compressed-tensors",
     "mxfp4",
     "modelopt",
+    "fbgemm_fp8",
 )
 
 # The tensors one quantized linear leaves in the checkpoint, by the code that writes them

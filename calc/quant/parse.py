@@ -266,6 +266,28 @@ def _modelopt(f: Fields, dtype: str) -> QuantConfig:
     )
 
 
+def _fbgemm_fp8(f: Fields, dtype: str) -> QuantConfig:
+    """Meta's FBGEMM fp8 (meta-llama/Llama-3.1-405B-Instruct-FP8): per-output-channel fp8.
+
+    transformers integrations/fbgemm_fp8.py FbgemmFp8Linear and vLLM quantization/
+    fbgemm_fp8.py (vllm-project/vllm@04843c7c2924) FBGEMMFp8LinearMethod.create_weights:
+    weight float8_e4m3fn (out, in), weight_scale float32 (out, 1), and one float32
+    input_scale_ub scalar (from `activation_scale_ub`). `modules_to_not_convert` lists full
+    module names vLLM keeps in the model dtype (is_layer_skipped: `prefix in ignored_layers`,
+    an exact match); the embedding and LM head are never LinearBase, so never fp8.
+    """
+    key, ub = f.get("activation_scale_ub")
+    if ub is not None and (isinstance(ub, bool) or not isinstance(ub, int | float) or ub <= 0):
+        raise f.fail(key, "must be a positive number")
+    scheme = QuantScheme(
+        layout="fp8", bits=8, strategy="channel", scale_dtype="fp32", input_scale="tensor"
+    )
+    ignore = f.names("modules_to_not_convert") + DEFAULT_SKIP
+    return QuantConfig(
+        method="fbgemm_fp8", schemes=(scheme,), ignore=ignore, ignore_style="fnmatch", dtype=dtype
+    )
+
+
 _PARSERS = {
     "gptq": _gptq,
     "awq": _awq,
@@ -273,4 +295,5 @@ _PARSERS = {
     "fp8": _fp8,
     "mxfp4": _mxfp4,
     "modelopt": _modelopt,
+    "fbgemm_fp8": _fbgemm_fp8,
 }

@@ -33,7 +33,7 @@ NOT_MODELLED = {
 }
 # the KV cache is checked given the logged memory; the weights (and so the derived memory) not
 WEIGHTS_NOT_MODELLED = {
-    "quantized": "no quantization_config kvcalc reads for this checkpoint (fbgemm_fp8)",
+    "quantized": "the checkpoint's quantization_config (its skip list) is not committed",
 }
 
 

@@ -93,7 +93,7 @@ def prepare(
         )
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
     ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
-    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part)
+    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name)
     kd = config.kv_dtype(activation_dtype(wd))
     hybrid = chunked = True
     if config.engine == "vllm":

@@ -35,6 +35,7 @@ from calc.params import norm_params
 from calc.quant.config import dtype_bytes
 from calc.quant.sharding import stored_bytes_per_gpu
 from calc.quant.weights import _layer_specific
+from calc.serving.mxfp4 import vllm_mxfp4_layer_extra
 from calc.serving.shard_layers import (
     QUANTIZABLE,
     SPLIT_VECTORS,
@@ -42,7 +43,7 @@ from calc.serving.shard_layers import (
     check_engine_parallel,
     layer_rank_params,
 )
-from calc.serving.sharding import padded_vocab, pp_layer_split, rotary_cache_elements
+from calc.serving.sharding import padded_vocab, pp_layer_split, rotary_cache_bytes
 from calc.sharding import QUANTIZED_DTYPES
 from calc.spec import ModelSpec
 
@@ -157,9 +158,10 @@ def quantized_rank_bytes(
     partition: tuple[int, ...] | None = None,
     runtime: str | None = None,
     base_dtype: str = "bf16",
+    engine: str = "vllm",
 ) -> tuple[int, ...]:
     """Weight bytes on each pipeline rank: spec.quantization's checkpoint, or `runtime` ("fp8")
-    applied to an unquantized model stored in `base_dtype`."""
+    applied to an unquantized model stored in `base_dtype` (the engine picks the rope dtype)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = spec.quantization
     if q is None and runtime is None:
@@ -183,7 +185,7 @@ def quantized_rank_bytes(
     rows = ceil(padded_vocab(spec.vocab_size) / tp)
     table = rows * h * base
     pos = spec.max_position_embeddings * h * base if spec.position_embedding == "learned" else 0
-    rope = rotary_cache_elements(spec) * (4 if base == 4 else 2)  # the model dtype
+    rope = rotary_cache_bytes(spec, 4 if base == 4 else 2, engine)  # the model dtype
     final = norm_params(spec) * base if spec.final_norm else 0
     out = []
     for r, b in enumerate(layers):
@@ -200,16 +202,20 @@ def quantized_rank_bytes(
     return tuple(out)
 
 
-def plan_weights(spec: ModelSpec, config, weight_dtype: str, tp: int, pp: int, ep: int, part):
+def plan_weights(
+    spec: ModelSpec, config, weight_dtype: str, tp: int, pp: int, ep: int, part, gpu: str = ""
+):
     """(weight bytes of each pipeline rank, the model dtype) for engine_plan: the checkpoint's
     quantization, the engine's runtime `quantization`, or calc.serving.sharding's whole-model
-    `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two)."""
+    `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two).
+    vLLM's mxfp4 experts as its backend for `gpu` pads them (calc.serving.mxfp4)."""
     from calc.serving.sharding import rank_weight_bytes
 
     wd = canonical_dtype(weight_dtype)
+    engine = config.engine
     runtime = check_runtime_method(spec, getattr(config, "quantization", None))
     if spec.quantization is None and runtime is None:
-        return rank_weight_bytes(spec, tp, pp, wd, ep, part), wd
+        return rank_weight_bytes(spec, tp, pp, wd, ep, part, engine=engine), wd
     if wd in QUANTIZED_DTYPES:
         raise ValueError(
             f"'weight_dtype' {wd} quantizes an unquantized checkpoint as a whole: drop it for "
@@ -217,4 +223,13 @@ def plan_weights(spec: ModelSpec, config, weight_dtype: str, tp: int, pp: int, e
         )
     if spec.quantization is not None:  # the checkpoint's base dtype: activations, rope, KV
         wd = canonical_dtype(spec.quantization.dtype)
-    return quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd), wd
+    out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine)
+    if engine == "vllm" and spec.quantization is not None and spec.quantization.method == "mxfp4":
+        extra = vllm_mxfp4_layer_extra(spec, tp, ep, config.version_tuple, gpu)
+        kinds, start = spec.mlp_types, 0
+        moe = []
+        for n in pp_layer_split(spec.num_hidden_layers, pp, part):
+            moe.append(sum(k == "sparse" for k in kinds[start : start + n]))
+            start += n
+        out = tuple(b + extra * m for b, m in zip(out, moe, strict=True))
+    return out, wd

@@ -11,7 +11,9 @@ weight dtypes); what the engines add:
   64 rows (DEFAULT_VOCAB_PADDING_SIZE) before splitting it tp-ways.
 - the rotary cos/sin cache: get_rope builds a [max_position, rotary_dim] table in the model's
   dtype on every rank; "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
-  + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517).
+  + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517). vLLM's gpt-oss asks
+  for float32 (gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32), vllm-project/vllm@
+  0025d69bcf08bb1b135103167f0bbc82b9af6e69): 131072 x 64 x 4 B; one table, get_rope caches it.
 Expert parallelism: with enable_expert_parallel the experts are split ep = tp x dp ways
 whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways.
 """
@@ -66,6 +68,15 @@ def rotary_cache_elements(spec: ModelSpec) -> int:
     return spec.max_position_embeddings * spec.head_dim  # (partial rotary / YaRN: not modelled)
 
 
+FP32_ROPE_FAMILIES = frozenset({"gpt_oss", "gpt-oss"})  # vLLM gpt_oss.py: dtype=torch.float32
+
+
+def rotary_cache_bytes(spec: ModelSpec, model_dtype_bytes: int, engine: str = "vllm") -> int:
+    """The cos/sin table's bytes: the model dtype, float32 for vLLM's gpt-oss."""
+    fp32 = engine == "vllm" and spec.family in FP32_ROPE_FAMILIES
+    return rotary_cache_elements(spec) * (4 if fp32 else model_dtype_bytes)
+
+
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
     if wd in QUANTIZED_DTYPES and key in QUANTIZABLE:
         return quantized_bytes(n, wd, *q)
@@ -83,6 +94,7 @@ def rank_weight_bytes(
     group_size: int = DEFAULT_GROUP_SIZE,
     scale_bytes: int = DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
+    engine: str = "vllm",
 ) -> tuple[int, ...]:
     """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
     each layer as calc.serving.shard_layers splits it."""
@@ -101,7 +113,7 @@ def rank_weight_bytes(
     pos = 0
     if spec.position_embedding == "learned":  # replicated
         pos = _bytes(spec.max_position_embeddings * h, "pos_embed", weight_dtype, q)
-    rope = rotary_cache_elements(spec) * dtype_bits(_act_dtype(weight_dtype)) // 8
+    rope = rotary_cache_bytes(spec, dtype_bits(_act_dtype(weight_dtype)) // 8, engine)
     norm_b = _bytes(final_norm, "norm", weight_dtype, q)
     out = []
     start = 0
