@@ -123,3 +123,17 @@ def test_sglang_pool_written_out():
 def test_nothing_available_is_refused_in_vllm_words():
     p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=-1)
     assert p.refusal.startswith("No available memory for the cache blocks")
+
+
+def test_sglang_tp_table_ends_where_its_prs_end_it():
+    # sglang PR #5604 "Enhance GPU memory settings" (2025-04-21): GPUs of > 96 * 1024 MB leave
+    # the tp table (assumed first in v0.4.6); PR #7054 "Simplify the heuristics for setting
+    # --mem-fraction-static" (2025-06-10) drops the table (assumed first in v0.4.7)
+    before = engine_config("sglang", version="0.4.5", gpu_memory_gib=139.8, tensor_parallel_size=8)
+    assert before.mem_fraction_static == 0.81  # the table: tp >= 8
+    small = engine_config("sglang", version="0.4.6", gpu_memory_gib=79.2, tensor_parallel_size=8)
+    assert small.mem_fraction_static == 0.81
+    with pytest.raises(ValueError, match="on a GPU of more than 96 GB"):
+        engine_config("sglang", version="0.4.6", gpu_memory_gib=139.8)
+    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7"):
+        engine_config("sglang", version="0.4.7")

@@ -14,9 +14,15 @@ vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
   0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
 SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
-0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in the 0.4 series (ServerArgs.
-__post_init__); later releases size it from the GPU's memory and CUDA-graph batch sizes, which
-kvcalc does not model: for those pass mem_fraction_static (the error says so).
+0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ of the 0.4
+series (read in stored copies of 0.4-era server_args.py; releases before 0.4 used 0.83 for tp >= 8,
+not modelled). Then the GPU's memory entered: sglang PR #5604 "Enhance GPU memory settings"
+(merged 2025-04-21, first in v0.4.6: assumed from the dates) keeps the table on GPUs of <= 96 GB
+only and reserves a fixed amount on larger ones (tuned in #5893, 2025-04-29, and #6718 for B200,
+2025-05-28); PR #7054 "Simplify the heuristics for setting --mem-fraction-static" (2025-06-10,
+assumed first in v0.4.7) replaced the table by a reserve from chunked_prefill_size and
+cuda_graph_max_bs, made more general again in PR #10975 (2025-09-27). kvcalc models the table
+only: elsewhere pass mem_fraction_static (the error says so).
 page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
 swa_full_tokens_ratio 0.8.
 """
@@ -176,13 +182,25 @@ def vllm_batch_defaults(
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
 
 
-def sglang_mem_fraction_default(version: tuple[int, int, int], tp: int) -> float:
-    """SGLang 0.4's mem_fraction_static when unset; a clear error for releases kvcalc does not
-    model (pass mem_fraction_static)."""
-    if not (0, 4, 0) <= version < (0, 5, 0):
+SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7))  # [from, until): the tp table (module docstring)
+SGLANG_GPU_MEM_FROM = (0, 4, 6)  # sglang #5604: GPUs of > 96 GB leave the table
+
+
+def sglang_mem_fraction_default(
+    version: tuple[int, int, int], tp: int, gpu_memory_gib: float = 80.0
+) -> float:
+    """SGLang's tp-table mem_fraction_static when unset; a clear error for releases or GPUs
+    kvcalc does not model (pass mem_fraction_static)."""
+    v = ".".join(map(str, version))
+    if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
         raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {'.'.join(map(str, version))}: "
-            "kvcalc knows the default of the 0.4 series only"
+            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the tp-table "
+            "default of 0.4.0 to 0.4.6 only"
+        )
+    if version >= SGLANG_GPU_MEM_FROM and gpu_memory_gib * 1024 > 96 * 1024:
+        raise ValueError(
+            f"'mem_fraction_static' must be given for sglang {v} on a GPU of more than 96 GB "
+            f"(got {gpu_memory_gib:g} GiB): its default reserves a fixed amount there (#5604)"
         )
     for at_least, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
         if tp >= at_least:
@@ -232,7 +250,7 @@ def engine_config(
     else:
         if "mem_fraction_static" not in kw:
             kw["mem_fraction_static"] = sglang_mem_fraction_default(
-                v, kw.get("tensor_parallel_size", 1)
+                v, kw.get("tensor_parallel_size", 1), gpu_memory_gib
             )
         kw.setdefault("chunked_prefill_size", _sglang_chunk(gpu_memory_gib))
     kw.setdefault("max_model_len", model_max_len)
