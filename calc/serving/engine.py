@@ -11,6 +11,11 @@ vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
   chunked prefill on with a 512-token budget for contexts over 32K (SchedulerConfig); V1
   (0.8.0 on, EngineArgs._set_default_args_v1 / get_batch_defaults) uses 8192 tokens and 1024
   sequences for the API server on GPUs of >= 70 GiB other than the A100, 2048 / 256 elsewhere.
+  That rule is vllm PR #17073 "[Minor] Use larger batch sizes for A100/B100/B200/MI300x" (merged
+  2025-04-23, assumed first in 0.8.5). Before it, vllm PR #12369 "[V1] Increase default batch
+  size for H100/H200" (2025-01-23) gave 8192 tokens by device name (h100 / h200) only, and every
+  V1 GPU had 1024 sequences until vllm PR #16158 "[V1] Revert the default max_num_seqs to V0
+  values for most hardware" (merged 2025-04-07, assumed first in 0.8.4) set 256 elsewhere.
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
   0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
 SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
@@ -44,6 +49,8 @@ KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32"
 V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (vLLM 0.8.0 release notes)
 TOKENS_LINE_FROM = (0, 7, 3)  # "GPU KV cache size: N tokens" (vllm PR #13596)
 LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class (not A100) gets the larger batch defaults
+V1_SEQS_256_FROM = (0, 8, 4)  # vllm #16158 (2025-04-07): 256 sequences off H100/H200
+V1_BATCH_BY_MEMORY_FROM = (0, 8, 5)  # vllm #17073 (2025-04-23): by GPU memory, not name
 V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len
 V0_CHUNK_TOKENS = 512  # ... with this token budget
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
@@ -175,8 +182,13 @@ def vllm_batch_defaults(
     """(max_num_batched_tokens, max_num_seqs, chunked prefill on) for `vllm serve` (see the
     module docstring for the releases)."""
     if version >= V1_DEFAULT_FROM:
-        large = gpu_memory_gib >= LARGE_GPU_GIB and not gpu_name.lower().startswith("a100")
-        return (8192, 1024, True) if large else (2048, 256, True)
+        name = gpu_name.lower()
+        if version >= V1_BATCH_BY_MEMORY_FROM:
+            large = gpu_memory_gib >= LARGE_GPU_GIB and not name.startswith("a100")
+        else:
+            large = "h100" in name or "h200" in name
+        seqs = 1024 if large or version < V1_SEQS_256_FROM else 256
+        return (8192 if large else 2048), seqs, True
     if max_model_len > V0_LONG_CONTEXT:
         return V0_CHUNK_TOKENS, 256, True
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
