@@ -58,6 +58,7 @@ def attention_flops_prefill(
     for kind, n in spec.attention_counts.items():
         k = KINDS[kind]
         per_layer = k.flops_per_pair(spec, mla_absorbed) * k.pairs(spec, seq_len, causal)
+        per_layer += k.index_flops_per_pair(spec) * _pairs(seq_len, causal)  # an indexer's scan
         total += n * (per_layer + k.token_flops(spec) * seq_len)
     return batch * total
 
@@ -75,6 +76,7 @@ def attention_flops_decode(
     for kind, n in spec.attention_counts.items():
         k = KINDS[kind]
         total += n * (k.flops_per_pair(spec, mla_absorbed) * k.decode_keys(spec, context))
+        total += n * k.index_flops_per_pair(spec) * context  # an indexer scores every key
         total += n * k.token_flops(spec)
     return batch * total
 

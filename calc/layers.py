@@ -6,7 +6,9 @@ answers the same questions for one layer of a given ModelSpec:
 - `cached_tokens(n)`: tokens one sequence keeps after n tokens;
 - `state_elems`: a constant per-sequence state (Gated DeltaNet's conv + recurrent state);
 - `pairs(n, causal)`, `decode_keys(context)` and `flops_per_pair`: the attention products;
-- `token_flops`: per-token work that is not pairwise (linear attention's state update).
+- `token_flops`: per-token work that is not pairwise (linear attention's state update);
+- `index_flops_per_pair`: an indexer's scoring of every earlier key (DeepSeek Sparse Attention),
+  on top of the `pairs` the attention itself computes.
 
 Two cache conventions (`Convention`):
 - "engine": what the architecture needs, as vLLM and SGLang allocate it: a sliding layer keeps
@@ -92,6 +94,10 @@ class Softmax:
         return context if w is None else minimum(context, w)
 
     def token_flops(self, spec: ModelSpec) -> int:
+        return 0
+
+    def index_flops_per_pair(self, spec: ModelSpec) -> int:
+        """FLOPs per query-key pair of a causal scan over *every* earlier key, besides `pairs`."""
         return 0
 
 
@@ -181,11 +187,43 @@ class Linear(Softmax):
         return 3 * 2 * nv * dk * dv + 2 * self.conv_dim(spec) * spec.linear_conv_kernel_dim
 
 
+class Indexed(Softmax):
+    """DeepSeek Sparse Attention (DeepSeek-V3.2): MLA whose query attends only to the
+    `index_topk` earlier keys its lightning indexer scores highest (itself included while
+    fewer exist). The indexer caches one key of index_head_dim per token and layer.
+
+    Cache: the MLA latent plus the indexer key (transformers 5.x DynamicIndexedLayer holds both
+    in the model dtype; the engines store them in their own fp8 formats: calc.serving.layout).
+    FLOPs: the MLA products over min(i + 1, index_topk) keys a query (`pairs`); the indexer's
+    scores q_h . k over index_n_heads heads of index_head_dim, then their weighted sum over
+    the heads (weights_proj), over every earlier key: 2 x H_i x (d_i + 1) a pair
+    (DeepseekV32Indexer.forward; its ReLU is not counted)."""
+
+    name = "indexed_attention"
+
+    @staticmethod
+    def window(spec: ModelSpec) -> int | None:
+        return None  # every token is cached: any of them may be picked later
+
+    def kv_elems_per_token(self, spec: ModelSpec, convention: Convention) -> int:
+        return spec.kv_lora_rank + spec.qk_rope_head_dim + spec.index_head_dim
+
+    def pairs(self, spec: ModelSpec, n, causal: bool = True, minimum=min):
+        return causal_pairs(n, spec.index_topk, minimum) if causal else n * n
+
+    def decode_keys(self, spec: ModelSpec, context, minimum=min):
+        return minimum(context, spec.index_topk)
+
+    def index_flops_per_pair(self, spec: ModelSpec) -> int:
+        return 2 * spec.index_n_heads * (spec.index_head_dim + 1)
+
+
 KINDS: dict[str, Softmax] = {
     "full_attention": Softmax(),
     "sliding_attention": Sliding(),
     "chunked_attention": Chunked(),
     "linear_attention": Linear(),
+    "indexed_attention": Indexed(),
 }
 
 

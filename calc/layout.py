@@ -25,7 +25,11 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 AttentionType = Literal[
-    "full_attention", "sliding_attention", "chunked_attention", "linear_attention"
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "linear_attention",
+    "indexed_attention",
 ]
 MlpType = Literal["dense", "sparse"]
 ATTENTION_TYPES: tuple[str, ...] = (
@@ -33,6 +37,7 @@ ATTENTION_TYPES: tuple[str, ...] = (
     "sliding_attention",
     "chunked_attention",
     "linear_attention",
+    "indexed_attention",  # DeepSeek-V3.2's sparse MLA with its lightning indexer (transformers' name)
 )
 MLP_TYPES: tuple[str, ...] = ("dense", "sparse")
 # older / alternative names transformers configs use for the same thing

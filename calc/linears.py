@@ -99,7 +99,7 @@ def _attention(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
             Linear("attn/kv", a + "kv_a_proj_with_mqa", h, c + spec.qk_rope_head_dim, n, b),
             Linear("attn/kv", a + "kv_b_proj", c, H * (spec.qk_nope_head_dim + spec.v_head_dim), n),
         ]
-        return q + kv + [o]
+        return q + kv + [o] + (_indexer(spec, n, pre) if kind == "indexed_attention" else [])
     d, G = spec.head_dim, spec.n_kv_heads
     q_out = H * d * (2 if spec.attn_output_gate else 1)  # Qwen3-Next: query and its gate
     names = ("qkv_proj",) * 3 if spec.fused_qkv else ("q_proj", "k_proj", "v_proj")
@@ -108,6 +108,19 @@ def _attention(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
         Linear("attn/kv", a + names[1], h, G * d, n, b),
         Linear("attn/kv", a + names[2], h, G * d, n, b),
         o,
+    ]
+
+
+def _indexer(spec: ModelSpec, n: int, pre: str) -> list[Linear]:
+    """DeepSeek-V3.2's lightning indexer (transformers 5.x DeepseekV32Indexer, all bias-free):
+    wq_b (q_lora_rank -> index_n_heads x index_head_dim), wk (h -> index_head_dim) and
+    weights_proj (h -> index_n_heads); its k_norm LayerNorm is in calc.params."""
+    a, h = pre + "self_attn.indexer.", spec.hidden_size
+    Hi, di = spec.index_n_heads, spec.index_head_dim
+    return [
+        Linear("attn/indexer", a + "wq_b", spec.q_lora_rank, Hi * di, n),
+        Linear("attn/indexer", a + "wk", h, di, n),
+        Linear("attn/indexer", a + "weights_proj", h, Hi, n),
     ]
 
 

@@ -9,7 +9,8 @@ built from the same config):
 - a MoE layer's routed experts are "mlp", its shared experts (and their gate) "mlp/shared", its
   router (and router bias) "router"; DeepSeek's e_score_correction_bias is a buffer, not counted;
 - "attn/linear" is a Gated-DeltaNet layer (projections, conv, dt_bias, A_log);
-  "attn/sinks" gpt-oss's per-head sink logits; "mtp" DeepSeek's next-token-prediction layers,
+  "attn/sinks" gpt-oss's per-head sink logits; "attn/indexer" DeepSeek-V3.2's lightning indexer
+  (wq_b, wk, weights_proj and its k_norm LayerNorm); "mtp" DeepSeek's next-token-prediction layers,
   0 unless `include_mtp` (the papers' totals and transformers leave them out).
 Every weight matrix is listed once, by `linear_layers` (module names as transformers has them);
 the counts and the FLOP-relevant `matmul_params` are sums over that list.
@@ -48,6 +49,7 @@ COMPONENTS: tuple[str, ...] = (
     "attn/o",
     "attn/linear",
     "attn/sinks",
+    "attn/indexer",
     "mlp",
     "mlp/shared",
     "router",
@@ -91,6 +93,8 @@ def _extras(spec: ModelSpec) -> dict[str, int]:
         norms += softmax * ((spec.q_lora_rank or 0) + spec.kv_lora_rank)
     if spec.attention_sinks:
         out["attn/sinks"] = softmax * H
+    # the lightning indexer's k_norm: nn.LayerNorm(index_head_dim), weight and bias
+    out["attn/indexer"] = counts.get("indexed_attention", 0) * 2 * (spec.index_head_dim or 0)
     n_lin = counts.get("linear_attention", 0)
     if n_lin:
         nv, k = spec.linear_num_value_heads, spec.linear_conv_kernel_dim
@@ -109,6 +113,8 @@ def _mtp_extras(spec: ModelSpec) -> int:
     block = spec.norms_per_block * norm_params(spec)
     if spec.is_mla:
         block += (spec.q_lora_rank or 0) + spec.kv_lora_rank
+    if spec.attention_types[-1] == "indexed_attention":  # its indexer's k_norm
+        block += 2 * spec.index_head_dim
     return block + 3 * norm_params(spec)  # + enorm, hnorm, shared_head.norm
 
 

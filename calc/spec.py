@@ -48,6 +48,7 @@ _INT_FIELDS = (
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
     "linear_value_head_dim", "linear_conv_kernel_dim", "num_nextn_predict_layers",
+    "index_n_heads", "index_head_dim", "index_topk",
 )  # fmt: skip
 
 
@@ -118,6 +119,13 @@ class ModelSpec(BaseModel):
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
     v_head_dim: int | None = Field(default=None, gt=0)
+
+    # --- DeepSeek Sparse Attention (DeepSeek-V3.2's lightning indexer; config.json names) -----
+    # set: every softmax layer is "indexed_attention" (MLA whose queries see the index_topk keys
+    # the indexer picks; the indexer caches one key of index_head_dim per token and layer)
+    index_n_heads: int | None = Field(default=None, gt=0)
+    index_head_dim: int | None = Field(default=None, gt=0)
+    index_topk: int | None = Field(default=None, gt=0)
 
     # --- linear attention: Gated DeltaNet (Qwen3-Next names) ----------------------------------
     linear_num_key_heads: int | None = Field(default=None, gt=0)
@@ -219,6 +227,8 @@ class ModelSpec(BaseModel):
             return layout.expand_runs(runs or (("full_attention", 1),), L, periodic=True)
         if self.attention_chunk_size is not None:
             return ("chunked_attention",) * L
+        if self.index_head_dim is not None:  # DeepseekV32Config: every layer is DSA
+            return ("indexed_attention",) * L
         return ("full_attention",) * L
 
     @cached_property

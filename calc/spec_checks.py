@@ -2,7 +2,8 @@
 
 A field that would change a count must be consistent with the others, or the spec is refused:
 a sliding layer needs a window, a chunked layer a chunk size, a linear-attention layer its five
-Gated-DeltaNet sizes, MLA all its head sizes, an MoE layer more than one expert.
+Gated-DeltaNet sizes, MLA all its head sizes, an indexed (DeepSeek Sparse Attention) layer MLA
+with a query latent and the indexer's three sizes, an MoE layer more than one expert.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from calc.spec import ModelSpec
 
 _MLA_FIELDS = ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_INDEX_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
 _LINEAR_FIELDS = (
     "linear_num_key_heads",
     "linear_num_value_heads",
@@ -27,6 +29,7 @@ def check_spec(s: ModelSpec) -> None:
     _check_layout(s)
     _check_mla(s)
     _check_linear(s)
+    _check_indexed(s)
     _check_moe(s)
     if s.block_kind == "parallel" and s.norms_per_block == 4:
         raise ValueError("'norms_per_block' must be 1 or 2 for a parallel block: got 4")
@@ -113,6 +116,35 @@ def _check_linear(s: ModelSpec) -> None:
     if nv % nk:
         raise ValueError(
             f"'linear_num_key_heads' must divide linear_num_value_heads={nv}: got {nk}"
+        )
+
+
+def _check_indexed(s: ModelSpec) -> None:
+    """DeepseekV32Indexer (transformers 5.x modeling_deepseek_v32.py): wq_b reads the query
+    latent (q_lora_rank -> index_n_heads x index_head_dim), rope is applied to the first
+    qk_rope_head_dim of each index head."""
+    given = [f for f in _INDEX_FIELDS if getattr(s, f) is not None]
+    n = s.attention_counts.get("indexed_attention", 0)
+    if given and not n:
+        raise ValueError(
+            f"'{given[0]}' is an indexer size and needs indexed_attention layers: got none "
+            "in layer_types"
+        )
+    if not n:
+        return
+    missing = [f for f in _INDEX_FIELDS if getattr(s, f) is None]
+    if missing:
+        raise ValueError(f"'{missing[0]}' must be set: {n} layers are indexed_attention")
+    if not s.is_mla or s.q_lora_rank is None:
+        field = "kv_lora_rank" if not s.is_mla else "q_lora_rank"
+        raise ValueError(
+            f"'{field}' must be set: indexed_attention is MLA whose indexer reads the query "
+            "latent, got None"
+        )
+    if s.index_head_dim < s.qk_rope_head_dim:
+        raise ValueError(
+            f"'index_head_dim' must be >= qk_rope_head_dim={s.qk_rope_head_dim} (the indexer's "
+            f"rope slice): got {s.index_head_dim}"
         )
 
 

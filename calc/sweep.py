@@ -156,7 +156,11 @@ def sweep(
         )  # fmt: skip
         per_pair = col(per_model(k, lambda kind, sp: kind.flops_per_pair(sp)), (M, 1, 1, 1), f64)
         per_tok = col(per_model(k, lambda kind, sp: kind.token_flops(sp)), (M, 1, 1, 1), f64)
-        attn = attn + bf * Lk.astype(f64) * (per_pair * pairs + per_tok * nf)
+        per_index = col(
+            per_model(k, lambda kind, sp: kind.index_flops_per_pair(sp)), (M, 1, 1, 1), f64
+        )
+        index = per_index * (nf * (nf + 1) / 2)  # an indexer scans every earlier key
+        attn = attn + bf * Lk.astype(f64) * (per_pair * pairs + index + per_tok * nf)
     mm = col([matmul_params(sp) for sp in specs], (M, 1, 1, 1), f64)
     forward = 2 * bf * nf * mm + attn  # [M, S, B, 1]
 

@@ -59,6 +59,7 @@ def test_gpt2_style_by_hand():
         "router": 0,
         "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
         "attn/sinks": 0,
+        "attn/indexer": 0,
         "mlp/shared": 0,
         "mtp": 0,
         "norm": 2 * 2 * (8 + 8) + (8 + 8),  # ln_1, ln_2 (weight + bias) per layer, ln_f
@@ -116,6 +117,7 @@ def test_gated_by_hand():
         "norm": 2 * 2 * 8 + 8,  # two RMSNorm weights per layer + final
         "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
         "attn/sinks": 0,
+        "attn/indexer": 0,
         "mlp/shared": 0,
         "mtp": 0,
         "lm_head": 10 * 8,

@@ -7,7 +7,8 @@ of linear-attention layers), against calc.param_count and calc.kv_cache_layer_by
 `convention="transformers"`. The real full-size configs are in test_presets_modern.py.
 
 Findings (transformers 5.23): DeepSeek-V2/V3 attention caches the latent (kv_lora_rank) and the
-rope key (qk_rope_head_dim) per token, like the engines; chunked layers are cached as sliding
+rope key (qk_rope_head_dim) per token, like the engines; DeepSeek-V3.2 adds its indexer's key
+(index_head_dim, DynamicIndexedLayer.indexer_keys); chunked layers are cached as sliding
 windows of chunk - 1 tokens; a Gated-DeltaNet layer holds a conv state of `kernel` columns and
 a value_heads x d_k x d_v recurrent state.
 """
@@ -28,9 +29,9 @@ transformers.logging.set_verbosity_error()
 
 SLIDING = ("qwen3", "qwen2", "mistral", "gemma2", "gemma3_text", "gpt_oss", "olmo3", "exaone4")
 MOE = ("qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5_moe_text", "deepseek_v2", "deepseek_v3",
-       "gpt_oss", "llama4_text", "glm4_moe")  # fmt: skip
+       "deepseek_v32", "gpt_oss", "llama4_text", "glm4_moe")  # fmt: skip
 LINEAR = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
-MLA = ("deepseek_v2", "deepseek_v3")
+MLA = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
 
 
 @st.composite
@@ -88,6 +89,11 @@ def configs(draw, mt: str) -> dict:
         cfg.pop("head_dim")  # DeepSeek's rotary takes head_dim for qk_rope_head_dim
         cfg["num_key_value_heads"] = H  # its eager attention repeats K/V by H / this
         cfg["mlp_bias"] = draw(st.booleans())
+    if mt == "deepseek_v32":  # the lightning indexer reads the query latent: q_lora_rank is set
+        cfg["q_lora_rank"] = 12
+        cfg["index_n_heads"] = draw(st.sampled_from([1, 2, 3]))
+        cfg["index_head_dim"] = draw(st.sampled_from([4, 8]))  # >= qk_rope_head_dim
+        cfg["index_topk"] = draw(st.integers(1, 6))
     if mt == "llama4_text":
         cfg["attention_chunk_size"] = draw(st.integers(2, 9))
         cfg["intermediate_size_mlp"] = 40
@@ -100,7 +106,7 @@ def configs(draw, mt: str) -> dict:
 def _cache_layer_bytes(cache) -> list[int]:
     out = []
     for layer in cache.layers:
-        tensors = [getattr(layer, n, None) for n in ("keys", "values")]
+        tensors = [getattr(layer, n, None) for n in ("keys", "values", "indexer_keys")]
         for n in ("conv_states", "recurrent_states"):
             tensors += list((getattr(layer, n, None) or {}).values())
         out.append(sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t)))

@@ -123,3 +123,33 @@ def test_sglang_pool_written_out():
 def test_nothing_available_is_refused_in_vllm_words():
     p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=-1)
     assert p.refusal.startswith("No available memory for the cache blocks")
+
+
+def test_sglang_tp_table_ends_where_its_prs_end_it():
+    # sglang PR #5604 "Enhance GPU memory settings" (2025-04-21): GPUs of > 96 * 1024 MB leave
+    # the tp table (assumed first in v0.4.6); PR #7054 "Simplify the heuristics for setting
+    # --mem-fraction-static" (2025-06-10) drops the table (assumed first in v0.4.7)
+    before = engine_config("sglang", version="0.4.5", gpu_memory_gib=139.8, tensor_parallel_size=8)
+    assert before.mem_fraction_static == 0.81  # the table: tp >= 8
+    small = engine_config("sglang", version="0.4.6", gpu_memory_gib=79.2, tensor_parallel_size=8)
+    assert small.mem_fraction_static == 0.81
+    with pytest.raises(ValueError, match="on a GPU of more than 96 GB"):
+        engine_config("sglang", version="0.4.6", gpu_memory_gib=139.8)
+    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7"):
+        engine_config("sglang", version="0.4.7")
+
+
+def test_vllm_v1_batch_defaults_before_the_memory_rule():
+    # vllm #12369 (2025-01-23): 8192 API-server tokens on h100 / h200 by name, 2048 elsewhere,
+    # 1024 sequences on every V1 GPU until #16158 (2025-04-07, assumed 0.8.4) set 256 off
+    # H100/H200; #17073 (2025-04-23, assumed 0.8.5) decides by memory (>= 70 GiB, not A100)
+    l40 = engine_config("vllm", version="0.8.2", gpu_memory_gib=44.4, gpu_name="l40s")
+    assert (l40.max_num_batched_tokens, l40.max_num_seqs) == (2048, 1024)
+    l40 = engine_config("vllm", version="0.8.4", gpu_memory_gib=44.4, gpu_name="l40s")
+    assert (l40.max_num_batched_tokens, l40.max_num_seqs) == (2048, 256)
+    b200 = engine_config("vllm", version="0.8.4", gpu_memory_gib=178.4, gpu_name="b200")
+    assert (b200.max_num_batched_tokens, b200.max_num_seqs) == (2048, 256)  # not by name yet
+    b200 = engine_config("vllm", version="0.8.5", gpu_memory_gib=178.4, gpu_name="b200")
+    assert (b200.max_num_batched_tokens, b200.max_num_seqs) == (8192, 1024)
+    h100 = engine_config("vllm", version="0.8.2", gpu_memory_gib=79.2, gpu_name="h100-sxm")
+    assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)

@@ -170,7 +170,8 @@ def test_gpt_oss_120b_sliding_groups():
 def test_sglang_mla_token_pool():
     # profile_max_num_token: cell = (kv_lora_rank + qk_rope_head_dim) x layers x 2 B;
     # MLATokenToKVPool holds tokens + page_size rows of that cell ("KV size")
-    p = plan("deepseek-v3", "h200", "sglang", tensor_parallel_size=8)
+    # (the memory is given; sglang 0.4.6 has no tp-table default on a GPU of > 96 GB: #5604)
+    p = plan("deepseek-v3", "h200", "sglang", tensor_parallel_size=8, mem_fraction_static=0.81)
     cell = (512 + 64) * 61 * 2
     tokens = AVAIL // cell
     assert (p.page_bytes, p.gpu_kv_cache_tokens) == (cell, tokens) == (70272, 611191)

@@ -43,6 +43,8 @@ def cmd_kv(args) -> int:
     )
     if spec.is_mla:
         per = f"latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} (MLA) x {elem}"
+        if spec.index_head_dim:  # DeepSeek-V3.2: the indexer's key too
+            per = per.replace(" (MLA)", f" + indexer key {spec.index_head_dim} (MLA + DSA)")
     else:
         per = f"2 x {spec.n_kv_heads} KV heads x {spec.head_dim} head_dim x {elem}"
     cached = spec.num_hidden_layers - spec.attention_counts.get("linear_attention", 0)
@@ -65,6 +67,7 @@ def cmd_kv(args) -> int:
             "sliding_attention": f"sliding layers (window {group(spec.sliding_window or 0)})",
             "chunked_attention": f"chunked layers (chunk {group(spec.attention_chunk_size or 0)})",
             "linear_attention": "linear-attention layers (constant state)",
+            "indexed_attention": f"indexed MLA layers (top-{group(spec.index_topk or 0)} keys)",
         }[kind]
         held = (
             "conv + recurrent state"

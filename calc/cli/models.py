@@ -211,6 +211,7 @@ def _widths_text(s) -> str:
 
 def _layers_text(s) -> str:
     names = {"full_attention": "full", "sliding_attention": "sliding",
-             "chunked_attention": "chunked", "linear_attention": "linear"}  # fmt: skip
+             "chunked_attention": "chunked", "linear_attention": "linear",
+             "indexed_attention": "indexed"}  # fmt: skip
     groups = ", ".join(f"{g.count} {names[g.attention]}/{g.mlp}" for g in s.layer_groups)
     return f"{groups} (attention/MLP)"

@@ -1,7 +1,8 @@
 """config.json -> spec fields for today's families, as transformers 5.x builds them.
 
 qwen3, qwen3_moe, qwen2_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, deepseek_v2,
-deepseek_v3 (DeepSeek-V3/R1, Kimi K2), gpt_oss, gemma3_text, llama4_text, glm4, glm4_moe, phi3,
+deepseek_v3 (DeepSeek-V3/R1, Kimi K2), deepseek_v32 (DeepSeek-V3.2: MLA with the lightning
+indexer, every layer "indexed_attention"), gpt_oss, gemma3_text, llama4_text, glm4, glm4_moe, phi3,
 olmo2, olmo3, starcoder2, granite, cohere, exaone4, smollm3. Each `Family` row states what the
 model type's modeling code builds (bias flags, norms, q/k norms, MLP kind) and the defaults of
 its config class for keys a config.json leaves out (`configuration_<type>.py`).
@@ -44,6 +45,7 @@ FAMILIES = {
     "qwen3_5_moe_text": F(2, 256, False, 32768, qk_norm="head", layout="interval", moe="all"),
     "deepseek_v2": F(None, None, False, 2048, moe="deepseek"),
     "deepseek_v3": F(None, None, False, 4096, moe="deepseek"),
+    "deepseek_v32": F(None, None, False, 163840, layout="indexed", moe="deepseek"),
     "gpt_oss": F(8, 64, False, 131072, layout="alternate", moe="all", window=128),
     "gemma3_text": F(
         4, 256, True, 131072, vocab=262208, norms=4, qk_norm="head", layout="every6", window=4096
@@ -68,7 +70,18 @@ LINEAR_DEFAULTS = {  # Qwen3NextConfig / Qwen3_5TextConfig
     "linear_value_head_dim": 128,
     "linear_conv_kernel_dim": 4,
 }
-ATTENTION_NAMES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
+ATTENTION_NAMES = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "linear_attention",
+    "indexed_attention",
+)
+INDEX_DEFAULTS = {
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "index_topk": 2048,
+}  # DeepseekV32Config
 
 
 def modern_fields(cfg: _Config, mt: str) -> dict:
@@ -100,7 +113,7 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
     fields.update(_norms(cfg, mt, f))
     fields.update(_layout(cfg, mt, f, L))
     fields.update(_moe(cfg, mt, f, L))
-    if mt in ("deepseek_v2", "deepseek_v3"):
+    if mt in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
         fields.update(_mla(cfg))
         fields["num_key_value_heads"] = None  # MLA expands the latent to every head
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
@@ -111,7 +124,10 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
         fields["attention_sinks"] = True
     if mt == "phi3":
         fields["fused_qkv"] = fields["fused_gate_up"] = True
-    if mt in ("deepseek_v3", "glm4_moe"):
+    if mt == "deepseek_v32":
+        for key, default in INDEX_DEFAULTS.items():
+            fields[key] = cfg.int(key, default=default)
+    if mt in ("deepseek_v3", "deepseek_v32", "glm4_moe"):
         fields["num_nextn_predict_layers"] = cfg.int("num_nextn_predict_layers", default=1, low=0)
     return fields
 
@@ -199,6 +215,8 @@ def _default_types(cfg: _Config, f: Family, L: int, window: int | None) -> list[
             raise cfg.fail("no_rope_layers", f"must list 0 or 1 for each of the {L} layers")
         chunked = cfg.data.get("attention_chunk_size", 8192) is not None
         return ["chunked_attention" if x and chunked else "full_attention" for x in nope]
+    if f.layout == "indexed":  # DeepseekV32Config.__post_init__: every layer is DSA
+        return ["indexed_attention"] * L
     return ["full_attention"] * L
 
 
@@ -229,7 +247,11 @@ def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
         )
         width = out["moe_intermediate_size"] or cfg.int("intermediate_size")
         out["shared_expert_intermediate_size"] = n * width if n else None
-        out["e_score_correction_bias"] = mt in ("deepseek_v3", "glm4_moe")  # an fp32 buffer
+        out["e_score_correction_bias"] = mt in (
+            "deepseek_v3",
+            "deepseek_v32",
+            "glm4_moe",
+        )  # an fp32 buffer
     mlp = cfg.data.get("mlp_layer_types") or _mlp_types(cfg, f, L)
     if not (isinstance(mlp, list) and len(mlp) == L and set(mlp) <= {"dense", "sparse"}):
         raise cfg.fail("mlp_layer_types", f"must name dense or sparse for each of the {L} layers")

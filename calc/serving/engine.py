@@ -11,12 +11,23 @@ vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
   chunked prefill on with a 512-token budget for contexts over 32K (SchedulerConfig); V1
   (0.8.0 on, EngineArgs._set_default_args_v1 / get_batch_defaults) uses 8192 tokens and 1024
   sequences for the API server on GPUs of >= 70 GiB other than the A100, 2048 / 256 elsewhere.
+  That rule is vllm PR #17073 "[Minor] Use larger batch sizes for A100/B100/B200/MI300x" (merged
+  2025-04-23, assumed first in 0.8.5). Before it, vllm PR #12369 "[V1] Increase default batch
+  size for H100/H200" (2025-01-23) gave 8192 tokens by device name (h100 / h200) only, and every
+  V1 GPU had 1024 sequences until vllm PR #16158 "[V1] Revert the default max_num_seqs to V0
+  values for most hardware" (merged 2025-04-07, assumed first in 0.8.4) set 256 elsewhere.
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
   0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
 SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
-0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in the 0.4 series (ServerArgs.
-__post_init__); later releases size it from the GPU's memory and CUDA-graph batch sizes, which
-kvcalc does not model: for those pass mem_fraction_static (the error says so).
+0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ of the 0.4
+series (read in stored copies of 0.4-era server_args.py; releases before 0.4 used 0.83 for tp >= 8,
+not modelled). Then the GPU's memory entered: sglang PR #5604 "Enhance GPU memory settings"
+(merged 2025-04-21, first in v0.4.6: assumed from the dates) keeps the table on GPUs of <= 96 GB
+only and reserves a fixed amount on larger ones (tuned in #5893, 2025-04-29, and #6718 for B200,
+2025-05-28); PR #7054 "Simplify the heuristics for setting --mem-fraction-static" (2025-06-10,
+assumed first in v0.4.7) replaced the table by a reserve from chunked_prefill_size and
+cuda_graph_max_bs, made more general again in PR #10975 (2025-09-27). kvcalc models the table
+only: elsewhere pass mem_fraction_static (the error says so).
 page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
 swa_full_tokens_ratio 0.8.
 """
@@ -38,6 +49,8 @@ KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32"
 V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (vLLM 0.8.0 release notes)
 TOKENS_LINE_FROM = (0, 7, 3)  # "GPU KV cache size: N tokens" (vllm PR #13596)
 LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class (not A100) gets the larger batch defaults
+V1_SEQS_256_FROM = (0, 8, 4)  # vllm #16158 (2025-04-07): 256 sequences off H100/H200
+V1_BATCH_BY_MEMORY_FROM = (0, 8, 5)  # vllm #17073 (2025-04-23): by GPU memory, not name
 V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len
 V0_CHUNK_TOKENS = 512  # ... with this token budget
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
@@ -169,20 +182,37 @@ def vllm_batch_defaults(
     """(max_num_batched_tokens, max_num_seqs, chunked prefill on) for `vllm serve` (see the
     module docstring for the releases)."""
     if version >= V1_DEFAULT_FROM:
-        large = gpu_memory_gib >= LARGE_GPU_GIB and not gpu_name.lower().startswith("a100")
-        return (8192, 1024, True) if large else (2048, 256, True)
+        name = gpu_name.lower()
+        if version >= V1_BATCH_BY_MEMORY_FROM:
+            large = gpu_memory_gib >= LARGE_GPU_GIB and not name.startswith("a100")
+        else:
+            large = "h100" in name or "h200" in name
+        seqs = 1024 if large or version < V1_SEQS_256_FROM else 256
+        return (8192 if large else 2048), seqs, True
     if max_model_len > V0_LONG_CONTEXT:
         return V0_CHUNK_TOKENS, 256, True
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
 
 
-def sglang_mem_fraction_default(version: tuple[int, int, int], tp: int) -> float:
-    """SGLang 0.4's mem_fraction_static when unset; a clear error for releases kvcalc does not
-    model (pass mem_fraction_static)."""
-    if not (0, 4, 0) <= version < (0, 5, 0):
+SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7))  # [from, until): the tp table (module docstring)
+SGLANG_GPU_MEM_FROM = (0, 4, 6)  # sglang #5604: GPUs of > 96 GB leave the table
+
+
+def sglang_mem_fraction_default(
+    version: tuple[int, int, int], tp: int, gpu_memory_gib: float = 80.0
+) -> float:
+    """SGLang's tp-table mem_fraction_static when unset; a clear error for releases or GPUs
+    kvcalc does not model (pass mem_fraction_static)."""
+    v = ".".join(map(str, version))
+    if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
         raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {'.'.join(map(str, version))}: "
-            "kvcalc knows the default of the 0.4 series only"
+            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the tp-table "
+            "default of 0.4.0 to 0.4.6 only"
+        )
+    if version >= SGLANG_GPU_MEM_FROM and gpu_memory_gib * 1024 > 96 * 1024:
+        raise ValueError(
+            f"'mem_fraction_static' must be given for sglang {v} on a GPU of more than 96 GB "
+            f"(got {gpu_memory_gib:g} GiB): its default reserves a fixed amount there (#5604)"
         )
     for at_least, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
         if tp >= at_least:
@@ -232,7 +262,7 @@ def engine_config(
     else:
         if "mem_fraction_static" not in kw:
             kw["mem_fraction_static"] = sglang_mem_fraction_default(
-                v, kw.get("tensor_parallel_size", 1)
+                v, kw.get("tensor_parallel_size", 1), gpu_memory_gib
             )
         kw.setdefault("chunked_prefill_size", _sglang_chunk(gpu_memory_gib))
     kw.setdefault("max_model_len", model_max_len)

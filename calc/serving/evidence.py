@@ -28,7 +28,6 @@ from calc.spec import ModelSpec
 HALF = 0.005  # GiB printed to 2 decimals
 TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0, "activation_gib": 2.0}
 NOT_MODELLED = {
-    "nsa": "DeepSeek-V3.2's NSA pool (fp8 latent of 656 B a token, indexer keys) is not modelled",
     "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
 }
 # the KV cache is checked given the logged memory; the weights (and so the derived memory) not
@@ -241,6 +240,10 @@ def _sglang(case: dict, spec: ModelSpec) -> list[Check]:
     hw = _gpu(case) or load_hardware("h100-sxm")
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
     t = log["max_total_num_tokens"]
+    if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
+        kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
+        want = f"{log['kv_size_gib']:.2f}"
+        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")]
     k = sglang_k_size_bytes(
         t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
     )

@@ -25,7 +25,8 @@ Chunked layers: vLLM disables the hybrid allocator for them unless
 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/config VllmConfig.__post_init__;
 False in 0.11.0's envs.py), and then sizes every layer as full attention.
 With the hybrid manager disabled, or before it (V0), every layer is sized as full attention.
-SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only); gpt-oss
+SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only; DeepSeek-V3.2's
+indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss
 (GptOssForCausalLM, model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
 """
 
@@ -46,6 +47,16 @@ HYBRID_ALLOCATOR_FROM = (0, 10, 0)  # KV-cache groups for sliding + full layers 
 MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet) support, vLLM 0.10.2 release notes
 KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
+# SGLang's NSATokenToKVPool (python/sglang/srt/mem_cache/memory_pool.py): pages of 64 tokens
+# (asserted on CUDA; server_args sets page_size 64 for DeepSeek DSA), fp8 blocks of 128 values
+# with one fp32 scale each, the rope part kept in bf16 (rope_storage_dtype).
+NSA_PAGE_SIZE = 64
+NSA_QUANT_BLOCK = 128
+# sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
+# (merged 2025-10-08, after the v0.5.3 tag: assumed first in v0.5.4): profile_max_num_token
+# counts the indexer keys in the cell, and "KV size" includes them. Before it the pool still
+# allocated them, uncounted (the PR's log: 54.52 GB printed, 65.49 GB with the indexer).
+NSA_INDEXER_COUNTED_FROM = (0, 5, 4)
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,8 @@ class KVLayout:
     kv_heads: int = 1  # per TP rank (MLA: 1)
     head_size: int = 0  # (MLA: kv_lora_rank + qk_rope_head_dim)
     sglang_swa: tuple[int, int] | None = None  # SGLang's sliding pool: (full, sliding) layers
+    index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
+    index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state."""
@@ -110,8 +123,28 @@ class KVLayout:
         return total
 
     def cell_bytes(self) -> int:
-        """SGLang: one token of every layer on the heaviest rank."""
-        return self.token_bytes * max(self.rank_layers)
+        """SGLang: one token of every layer on the heaviest rank (profile_max_num_token)."""
+        index = self.index_bytes if self.index_counted else 0
+        return (self.token_bytes + index) * max(self.rank_layers)
+
+    def check_page(self, page_size: int) -> None:
+        if self.index_bytes and page_size != NSA_PAGE_SIZE:
+            raise ValueError(
+                f"'page_size' must be {NSA_PAGE_SIZE} for SGLang's NSA pool (DeepSeek-V3.2): "
+                f"got {page_size}"
+            )
+
+    def sglang_pool_bytes(self, tokens, page_size: int, logged: bool = False):
+        """The MLA / NSA pool's buffers for `tokens`: tokens + page_size latent rows a layer
+        (MLATokenToKVPool), plus, for NSA, (tokens + page_size + 1) // page_size pages of
+        indexer keys (NSATokenToKVPool.index_k_with_scale_buffer). `logged`: only what the
+        "KV size" line counts (the indexer from #11309 on)."""
+        layers = max(self.rank_layers)
+        out = (tokens + page_size) * self.token_bytes * layers
+        if self.index_bytes and (self.index_counted or not logged):
+            pages = (tokens + page_size + 1) // page_size
+            out = out + pages * page_size * self.index_bytes * layers
+        return out
 
 
 def _min(a, b):
@@ -128,6 +161,26 @@ def token_bytes(spec: ModelSpec, tp: int, kv_dtype: str) -> int:
     if not spec.is_mla:  # a rank keeps its KV heads (one, replicated, when tp > G)
         elems = elems // spec.n_kv_heads * kv_heads_per_gpu(spec, tp)
     return elems * dtype_bits(kv_dtype) // 8
+
+
+def nsa_token_bytes(spec: ModelSpec, kv_dtype: str) -> tuple[int, int]:
+    """(latent, indexer key) bytes of one token in one indexed layer of SGLang's NSA pool.
+
+    Latent (ModelRunner.calculate_mla_kv_cache_dim with NSATokenToKVPool): fp8 stores the
+    kv_lora_rank values in fp8, one fp32 scale per 128 of them and the rope key in bf16
+    (512 + 16 + 128 = 656 B for DeepSeek-V3.2); other dtypes kv_lora_rank + qk_rope_head_dim
+    values of that dtype. Indexer key: index_head_dim fp8 values and one fp32 scale per 128
+    (uint8 buffer; 132 B), whatever the cache dtype."""
+    r, rope = spec.kv_lora_rank, spec.qk_rope_head_dim
+    bits = dtype_bits(kv_dtype)
+    for field, n in (("kv_lora_rank", r), ("index_head_dim", spec.index_head_dim)):
+        if n % NSA_QUANT_BLOCK:
+            raise ValueError(
+                f"'{field}' must be a multiple of {NSA_QUANT_BLOCK} for SGLang's NSA pool: got {n}"
+            )
+    latent = r + r // NSA_QUANT_BLOCK * 4 + rope * 2 if bits == 8 else (r + rope) * bits // 8
+    d = spec.index_head_dim
+    return latent, d + d // NSA_QUANT_BLOCK * 4
 
 
 def _refuse(spec: ModelSpec, why: str):
@@ -168,6 +221,8 @@ def kv_layout(
         head_size=size,
     )
     linear = counts.get("linear_attention", 0)
+    if "indexed_attention" in counts:
+        return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common)
     if engine == "sglang":
         if linear or "chunked_attention" in counts:
             _refuse(spec, "SGLang's pools for linear (Mamba) or chunked (Llama 4) layers")
@@ -205,3 +260,22 @@ def kv_layout(
     only = next(iter(kinds)) if len(kinds) == 1 else "full_attention"
     group = Group(only, max(split))
     return KVLayout((group,), max(split), split, tb, **common)
+
+
+def _indexed_layout(spec, counts, split, kv_dtype, engine, version, common) -> KVLayout:
+    """DeepSeek-V3.2 (every layer indexed): SGLang's NSA pool. vLLM keeps the indexer keys in
+    a cache of their own beside the fp8_ds_mla latent: refused until modelled."""
+    if engine != "sglang":
+        _refuse(spec, "vLLM's sparse-MLA (fp8_ds_mla) and indexer caches")
+    if len(counts) > 1:
+        _refuse(spec, "indexed layers mixed with other attention kinds")
+    latent, index = nsa_token_bytes(spec, kv_dtype)
+    kb = (
+        dtype_bits(kv_dtype) // 8
+    )  # the pool's element: uint8 for fp8 (656 a token), else the dtype
+    common = {**common, "head_size": latent // kb, "kv_bytes": kb}
+    counted = version >= NSA_INDEXER_COUNTED_FROM
+    group = Group("indexed_attention", max(split))
+    return KVLayout(
+        (group,), max(split), split, latent, **common, index_bytes=index, index_counted=counted
+    )

@@ -211,6 +211,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
 def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
     cell = lay.cell_bytes()
     P, L = config.page_size, config.max_model_len
+    lay.check_page(P)
     cal = calibration or {}
     w = max(weights)
     if given_gib is not None:
@@ -224,8 +225,8 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
     tokens = m.sglang_max_total_tokens(rest, cell, P)
     layers = max(lay.rank_layers)
     lines = [f"Load weight end. mem usage={w / GIB:.2f} GB"]
-    if lay.mla:  # MLATokenToKVPool: one buffer, "KV size"
-        k_size = (tokens + P) * cell
+    if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
+        k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
         lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
     elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
         full, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
