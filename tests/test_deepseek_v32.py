@@ -21,6 +21,7 @@ import calc
 from calc.attention import attention_flops_decode
 from calc.hf import from_hf_config
 from calc.params import param_breakdown
+from calc.serving.engine import parse_version
 from calc.serving.layout import kv_layout, nsa_token_bytes
 from calc.serving.plan import engine_plan
 from calc.spec import ModelSpec
@@ -89,11 +90,11 @@ def test_nsa_bytes_from_sglang_source(spec):
         # main before #11309: "KV size: 54.52 GB", "including index is actually 65.49 GB"
         ("0.5.3", 1_462_784, 54.52, 65.49),
         # with #11309: "KV size: 43.67 GB" includes the indexer keys
-        ("0.5.4", 975_424, 43.67, 43.67),
+        ("0.5.3.post1", 975_424, 43.67, 43.67),  # first release with #11309 (a4b424c)
     ],
 )
 def test_nsa_pool_matches_the_pr_logs(spec, version, tokens, printed, whole):
-    v = tuple(int(x) for x in version.split("."))
+    v = parse_version(version)
     lay = kv_layout(spec, 8, 1, "fp8_e4m3", "sglang", v)
     latent = (tokens + 64) * 656 * 61
     index = (tokens + 64 + 1) // 64 * 64 * 132 * 61
@@ -101,12 +102,12 @@ def test_nsa_pool_matches_the_pr_logs(spec, version, tokens, printed, whole):
     assert round(lay.sglang_pool_bytes(tokens, 64, logged=True) / GIB, 2) == printed
     assert round((latent + index) / GIB, 2) == whole
     # profile_max_num_token's cell: the indexer key counted from #11309 on
-    assert lay.cell_bytes() == (656 + (132 if v >= (0, 5, 4) else 0)) * 61
+    assert lay.cell_bytes() == (656 + (132 if v >= (0, 5, 3, 1) else 0)) * 61
 
 
 def test_sglang_plan_given_memory(spec):
     p = engine_plan(
-        spec, "h100-sxm", "sglang", version="0.5.4", mem_fraction_static=0.8, page_size=64,
+        spec, "h100-sxm", "sglang", version="0.5.3.post1", mem_fraction_static=0.8, page_size=64,
         kv_cache_dtype="fp8_e4m3", tensor_parallel_size=8, available_kv_gib=40,
     )  # fmt: skip
     assert p.gpu_kv_cache_tokens == 40 * GIB // ((656 + 132) * 61) // 64 * 64
@@ -114,7 +115,7 @@ def test_sglang_plan_given_memory(spec):
 
 def test_nsa_refusals(spec):
     with pytest.raises(ValueError, match="'page_size' must be 64 for SGLang's NSA pool"):
-        engine_plan(spec, "h100-sxm", "sglang", version="0.5.4", mem_fraction_static=0.8,
+        engine_plan(spec, "h100-sxm", "sglang", version="0.5.3.post1", mem_fraction_static=0.8,
                     kv_cache_dtype="fp8_e4m3", tensor_parallel_size=8, available_kv_gib=40)  # fmt: skip
     with pytest.raises(ValueError, match="vLLM's sparse-MLA"):
         kv_layout(spec, 8, 1, "fp8_e4m3", "vllm", (0, 11, 0))

@@ -62,8 +62,12 @@ def test_tp_not_dividing_heads_is_refused():
 
 
 def test_parse_version():
-    assert parse_version("v0.10.1.1") == (0, 10, 1)
-    assert parse_version("0.9.2rc1") == (0, 9, 2)
+    assert parse_version("v0.10.1.1") == (0, 10, 1, 1)
+    assert parse_version("0.9.2rc1") == (0, 9, 2, 0)
+    assert parse_version("0.4.5.post3") == (0, 4, 5, 3)
+    assert parse_version("0.4.5") < parse_version("0.4.5.post3") < parse_version("0.4.6")
+    with pytest.raises(ValueError, match="'version' must look like 0.11.0 or 0.4.5.post3"):
+        parse_version("0.4.5.dev")
 
 
 def test_pp_split_as_vllm_get_pp_indices():
@@ -126,17 +130,22 @@ def test_nothing_available_is_refused_in_vllm_words():
 
 
 def test_sglang_tp_table_ends_where_its_prs_end_it():
-    # sglang PR #5604 "Enhance GPU memory settings" (2025-04-21): GPUs of > 96 * 1024 MB leave
-    # the tp table (assumed first in v0.4.6); PR #7054 "Simplify the heuristics for setting
-    # --mem-fraction-static" (2025-06-10) drops the table (assumed first in v0.4.7)
-    before = engine_config("sglang", version="0.4.5", gpu_memory_gib=139.8, tensor_parallel_size=8)
+    # sglang's history (python/sglang/version.py bumps that have the PR commit as an ancestor):
+    # PR #5604 "Enhance GPU memory settings" (e69a219) is first in v0.4.5.post3: GPUs of
+    # > 96 * 1024 MB leave the tp table; PR #7054 "Simplify the heuristics for setting
+    # --mem-fraction-static" (6b12d6a) is first in v0.4.7.post1 and drops the table
+    before = engine_config(
+        "sglang", version="0.4.5.post2", gpu_memory_gib=139.8, tensor_parallel_size=8
+    )
     assert before.mem_fraction_static == 0.81  # the table: tp >= 8
-    small = engine_config("sglang", version="0.4.6", gpu_memory_gib=79.2, tensor_parallel_size=8)
-    assert small.mem_fraction_static == 0.81
     with pytest.raises(ValueError, match="on a GPU of more than 96 GB"):
-        engine_config("sglang", version="0.4.6", gpu_memory_gib=139.8)
-    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7"):
-        engine_config("sglang", version="0.4.7")
+        engine_config("sglang", version="0.4.5.post3", gpu_memory_gib=139.8)
+    small = engine_config("sglang", version="0.4.7", gpu_memory_gib=79.2, tensor_parallel_size=8)
+    assert small.mem_fraction_static == 0.81
+    with pytest.raises(
+        ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7.post1"
+    ):
+        engine_config("sglang", version="0.4.7.post1")
 
 
 def test_vllm_v1_batch_defaults_before_the_memory_rule():

@@ -22,11 +22,14 @@ SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0
 0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ of the 0.4
 series (read in stored copies of 0.4-era server_args.py; releases before 0.4 used 0.83 for tp >= 8,
 not modelled). Then the GPU's memory entered: sglang PR #5604 "Enhance GPU memory settings"
-(merged 2025-04-21, first in v0.4.6: assumed from the dates) keeps the table on GPUs of <= 96 GB
-only and reserves a fixed amount on larger ones (tuned in #5893, 2025-04-29, and #6718 for B200,
-2025-05-28); PR #7054 "Simplify the heuristics for setting --mem-fraction-static" (2025-06-10,
-assumed first in v0.4.7) replaced the table by a reserve from chunked_prefill_size and
-cuda_graph_max_bs, made more general again in PR #10975 (2025-09-27). kvcalc models the table
+(e69a219, first in v0.4.5.post3) keeps the table on GPUs of <= 96 GB only and reserves a fixed
+amount on larger ones (tuned in #5893, first in v0.4.6.post2, and #6718 for B200, first in
+v0.4.7); PR #7054 "Simplify the heuristics for setting --mem-fraction-static" (6b12d6a, first in
+v0.4.7.post1) replaced the table by a reserve from chunked_prefill_size and cuda_graph_max_bs,
+made more general again in PR #10975 (first in v0.5.3rc2). Each "first in" is the oldest
+version-bump commit of python/sglang/version.py that has the PR's commit as an ancestor, in
+sglang's history (read in the kvcache-ai/sglang_awq fork, which carries it to 2025-12). kvcalc
+models the table
 only: elsewhere pass mem_fraction_static (the error says so).
 page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
 swa_full_tokens_ratio 0.8.
@@ -56,11 +59,14 @@ V0_CHUNK_TOKENS = 512  # ... with this token budget
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    """'0.11.0' / 'v0.10.1.1' / '0.9.2rc1' -> (0, 11, 0); a clear error otherwise."""
+def parse_version(text: str) -> tuple[int, int, int, int]:
+    """'0.11.0' -> (0, 11, 0, 0); 'v0.10.1.1' -> (0, 10, 1, 1); '0.4.5.post3' -> (0, 4, 5, 3)
+    (a post or fourth-number release sorts after its base); '0.9.2rc1' -> (0, 9, 2, 0) (a
+    release candidate is taken as its release); a clear error otherwise."""
     t = str(text).strip().lstrip("vV")
+    pieces = t.split(".")
     parts = []
-    for piece in t.split(".")[:3]:
+    for piece in pieces[:3]:
         digits = ""
         for ch in piece:
             if not ch.isdigit():
@@ -71,7 +77,10 @@ def parse_version(text: str) -> tuple[int, int, int]:
         parts.append(int(digits))
     while len(parts) < 3:
         parts.append(0)
-    return tuple(parts)  # type: ignore[return-value]
+    post = pieces[3].removeprefix("post") if len(pieces) > 3 else "0"
+    if not post.isdigit():
+        raise ValueError(f"'version' must look like 0.11.0 or 0.4.5.post3: got {text!r}")
+    return (*parts, int(post))  # type: ignore[return-value]
 
 
 class EngineConfig(BaseModel):
@@ -194,8 +203,8 @@ def vllm_batch_defaults(
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
 
 
-SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7))  # [from, until): the tp table (module docstring)
-SGLANG_GPU_MEM_FROM = (0, 4, 6)  # sglang #5604: GPUs of > 96 GB leave the table
+SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
+SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: GPUs of > 96 GB leave the table
 
 
 def sglang_mem_fraction_default(
@@ -203,11 +212,11 @@ def sglang_mem_fraction_default(
 ) -> float:
     """SGLang's tp-table mem_fraction_static when unset; a clear error for releases or GPUs
     kvcalc does not model (pass mem_fraction_static)."""
-    v = ".".join(map(str, version))
+    v = ".".join(map(str, version[:3])) + (f".post{version[3]}" if version[3:4] > (0,) else "")
     if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
         raise ValueError(
             f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the tp-table "
-            "default of 0.4.0 to 0.4.6 only"
+            "default of 0.4.0 to 0.4.7 only"
         )
     if version >= SGLANG_GPU_MEM_FROM and gpu_memory_gib * 1024 > 96 * 1024:
         raise ValueError(

@@ -53,10 +53,11 @@ ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 NSA_PAGE_SIZE = 64
 NSA_QUANT_BLOCK = 128
 # sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
-# (merged 2025-10-08, after the v0.5.3 tag: assumed first in v0.5.4): profile_max_num_token
+# (a4b424c, first in v0.5.3.post1: the oldest version bump that has it as an ancestor in
+# sglang's history, read in the kvcache-ai/sglang_awq fork): profile_max_num_token
 # counts the indexer keys in the cell, and "KV size" includes them. Before it the pool still
 # allocated them, uncounted (the PR's log: 54.52 GB printed, 65.49 GB with the indexer).
-NSA_INDEXER_COUNTED_FROM = (0, 5, 4)
+NSA_INDEXER_COUNTED_FROM = (0, 5, 3, 1)
 
 
 @dataclass(frozen=True)
