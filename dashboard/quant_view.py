@@ -20,7 +20,7 @@ PART_NAMES = {  # calc.quant.PARTS, as a reader says them
     "scales": "scales",
     "zeros": "zero points",
     "g_idx": "g_idx (act order)",
-    "meta": "bookkeeping (quant_map, quant_state, shapes)",
+    "meta": "bookkeeping",  # quant_map / quant_state JSON, weight_shape, weight_format
     "act_scales": "activation scales",
     "bias": "bias",
 }
@@ -32,6 +32,12 @@ def _granularity(s) -> str:
     if s.strategy in ("group", "tensor_group"):
         return f"group {s.group_size}" if s.group_size else "channel (one group a row)"
     return s.strategy
+
+
+def _scale_dtype(s) -> str:
+    if s.layout == "bnb-4bit" and s.double_quant:  # absmax codes + float32 nested_absmax
+        return "uint8 + fp32 nested"
+    return s.scale_dtype
 
 
 def _details(s) -> str:
@@ -57,7 +63,7 @@ def scheme_table(q: calc.quant.QuantConfig) -> pd.DataFrame:
             _granularity(s),
             tables.yes_no(not s.symmetric),
             tables.yes_no(s.act_order),
-            s.scale_dtype,
+            _scale_dtype(s),
             _details(s),
         )
         for s in q.schemes
@@ -112,12 +118,12 @@ def show(spec: calc.ModelSpec) -> None:
         )
         ui.table(scheme_table(q), right=("bits",))
         skipped = q.ignore or ()
-        with st.expander(f"Modules kept unquantized by the config ({len(skipped)})"):
-            st.text("\n".join(skipped) if skipped else "none listed")
-        left, right = st.columns([3, 2])
+        left, right = st.columns([2, 3])
         with left:
-            st.markdown("**Stored bytes by component and part** (sum = total)")
-            ui.table(parts_table(spec), right=("bytes", "GB", "GiB"))
-        with right:
             st.markdown("**Total beside bf16**")
             ui.table(totals_table(spec), right=("bytes", "GB", "GiB"))
+        with right:
+            with st.expander(f"Modules kept unquantized by the config ({len(skipped)})"):
+                st.text("\n".join(skipped) if skipped else "none listed")
+        st.markdown("**Stored bytes by component and part** (sum = total)")
+        ui.table(parts_table(spec), right=("bytes", "GB", "GiB"))
