@@ -13,6 +13,7 @@ import json
 import pytest
 from browser_util import (
     chromium,
+    clipped,
     markdown_from,
     new_page,
     outside,
@@ -179,3 +180,39 @@ def test_the_link_of_an_uploaded_model_rebuilds_it(browser, server):
         screenshot(again, "model-from-link")
     finally:
         again.close()
+
+
+def test_a_quantized_upload_shows_its_stored_bytes_unclipped(browser, server):
+    # bitsandbytes nf4 (double quant) on Llama-2-7B's shape; a skip-list name full of Markdown
+    cfg = LLAMA | {
+        "torch_dtype": "bfloat16",
+        "quantization_config": {
+            "quant_method": "bitsandbytes",
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_use_double_quant": True,
+            "llm_int8_skip_modules": ["lm_head", "**EVIL bold** [EVIL link](http://evil.example)"],
+        },
+    }
+    requests: list[str] = []
+    page = upload(browser, server, "config.json", json.dumps(cfg).encode(), requests)
+    try:
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        # the section's last table drawn (the run may still be streaming elements)
+        page.get_by_text("nf4; double quant; storage uint8").wait_for(timeout=30_000)
+        page.locator('[data-testid="stTable"]').nth(3).wait_for(timeout=30_000)
+        page.get_by_text("Modules kept unquantized by the config (2)").click()  # the expander
+        page.wait_for_timeout(300)
+        settle(page)
+        text = visible_text(page)
+        assert "Quantized checkpoint: bitsandbytes" in text
+        assert "nf4; double quant; storage uint8" in text
+        # the MLP's packed weights: 32 layers x 3 x 11008 x 4096 values, two a byte
+        assert f"{32 * 3 * 11008 * 4096 // 2:,}" in text
+        assert "**EVIL bold** [EVIL link](http://evil.example)" in text
+        assert markdown_from(page) == []
+        assert clipped(page) == []
+        assert outside(requests, server) == []
+        screenshot(page, "model-upload-quantized")
+    finally:
+        page.close()

@@ -3,8 +3,6 @@ libraries that save them and from tensors listed in public checkpoints."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from calc.quant import QuantScheme, linear_bytes
@@ -81,10 +79,13 @@ def test_bnb_nf4_double_quant_tensors():
     b = linear_bytes(s, 4096, 4096, dtype="bf16")
     blocks = 4096 * 4096 // 64
     assert b.scales == blocks * 1 + (blocks // 256) * 4  # uint8 absmax + fp32 nested_absmax
-    state = {"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4096, 4096]}
-    state |= {"nested_blocksize": 256, "nested_dtype": "float32"}
-    offset = ', "nested_offset": 0.021480705216526985'  # a float mean: 20 characters here
-    assert b.meta == 64 + 1024 + len(json.dumps(state)) + len(offset)
+    # bitsandbytes QuantState.as_dict(packed=True) -> json.dumps; the nested_offset float is
+    # counted as a 19-character repr (repr(float(np.float32(0.0198))) = "0.01979999989271164")
+    state = (
+        '{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4096, 4096], '
+        '"nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.01979999989271164}'
+    )
+    assert b.meta == 16 * 4 + 256 * 4 + len(state)  # quant_map + nested_quant_map + JSON
 
 
 def test_bnb_int8_weight_scb_and_format_byte():

@@ -169,3 +169,16 @@ def test_fbgemm_fp8_llama_405b_tp8_per_rank():
     total += 2 * 128256 // 8 * 16384 * 2 + 16384 * 2 + 131072 * 128 * 2  # tables, norm, rope
     p = engine_plan(spec, "h100-sxm", available_kv_gib=1.0, tensor_parallel_size=8)
     assert p.weights_bytes == total
+
+
+def test_sglang_load_weight_line_is_the_quantized_checkpoints_bytes_in_gib():
+    # SGLang's "Load weight end. ... mem usage=X GB" divides by 2^30 (GiB, labelled GB). For
+    # gpt-oss-20b at TP 1: the index total_size 13,761,264,768 (MXFP4 experts as stored, not
+    # the 41.8 GB bf16 model) + the rotary table 131072 x 64 x 2 B = 13,778,041,984 B.
+    sg = engine_plan(resolve_model(GPT_OSS_20B), "h100-sxm", "sglang", max_model_len=8192)
+    assert sg.weights_bytes == 13_761_264_768 + 131072 * 64 * 2
+    assert sg.log_lines[0] == "Load weight end. mem usage=12.83 GB"  # 13,778,041,984 / 2^30
+    # bitsandbytes int8 (fixture, float32 base): SGLang and vLLM load the same stored bytes
+    spec = resolve_model(FIX / "llama-3.1-8b-networks-bnb-int8" / "config.json")
+    bnb = engine_plan(spec, "h100-sxm", "sglang", max_model_len=8192)
+    assert bnb.weights_bytes == _plan(spec).weights_bytes

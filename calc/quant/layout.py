@@ -102,38 +102,76 @@ def _awq_gemv(s, out, inp, bias, dtype, module):
 
 # --- bitsandbytes ------------------------------------------------------------------------------
 
-BNB_BLOCKSIZE = 64  # bitsandbytes functional.quantize_4bit default; not a config field
+BNB_BLOCKSIZE = 64  # bitsandbytes Params4bit / functional.quantize_4bit default; not a config field
 BNB_NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True) -> quantize_blockwise(256)
-# json.dumps of QuantState's `nested_offset` (absmax.mean().item(), a float): its repr length
-# depends on the value, which no config holds; 20 characters is repr(float(float32)) of a
-# typical 0.0x mean ("0.021480705216526985"). Exact only up to a few bytes per matrix.
-BNB_NESTED_OFFSET_CHARS = 20
+BNB_QUANT_MAP = 16  # quant_map: the nf4 / fp4 code, 16 float32 values
+BNB_NESTED_QUANT_MAP = 256  # nested_quant_map: create_dynamic_map(), 256 float32 values
+# The quant_state JSON's `nested_offset` is absmax.mean().item(): a float32 read as a Python
+# float, written by json.dumps as repr(), whose length depends on the value, which no config
+# holds. 19 characters is the usual length: repr of a float32 in [0.01, 0.1) has 19 characters
+# for about two thirds of values (20 or 18 for most others), and unsloth/Meta-Llama-3.1-8B-
+# Instruct-bnb-4bit's 224 matrices average 19.28 (tests/test_quant_bnb.py derives it from the
+# Hub's counts). So a double-quantized matrix is exact up to about one byte.
+BNB_NESTED_OFFSET_CHARS = 19
 
 
-def _bnb_4bit(s, out, inp, bias, dtype, module):
-    # bitsandbytes _ops.py quantize_4bit: out ((n + 1) // (itemsize * 2), 1) of quant_storage;
-    # absmax: one per 64-value block (float32, or uint8 + nested_absmax float32 per 256 blocks
-    # when compress_statistics); QuantState.as_dict(packed=True) saves quant_map (16 x fp32),
-    # nested_quant_map (256 x fp32) and the non-tensor items as UTF-8 JSON bytes
-    # (utils.pack_dict_to_tensor) under weight.quant_state.bitsandbytes__{nf4,fp4}.
-    n = out * inp
-    item = dtype_bytes(s.storage_dtype)
-    blocks = _cdiv(n, BNB_BLOCKSIZE)
-    state = {
+def bnb_quant_state_json(s: QuantScheme, out: int, inp: int, dtype: str) -> str:
+    """The JSON bitsandbytes packs into `weight.quant_state.bitsandbytes__{nf4,fp4}` (a uint8
+    tensor of its UTF-8 bytes) for one `out x inp` weight stored from `dtype`.
+
+    functional.py QuantState.as_dict(packed=True) keeps the non-tensor items in insertion order:
+    quant_type, blocksize, dtype (str(torch dtype) stripped of "torch."), shape (a tuple, so a
+    JSON list) and, with double quantization, nested_blocksize, nested_dtype ("float32": the
+    absmax statistics) and nested_offset (the float; written here as 0.0, see
+    BNB_NESTED_OFFSET_CHARS). utils.pack_dict_to_tensor: json.dumps(...) with its default
+    separators ", " and ": ".
+
+    >>> from calc.quant.config import QuantScheme
+    >>> s = QuantScheme(layout="bnb-4bit", bits=4, group_size=64, quant_type="nf4")
+    >>> bnb_quant_state_json(s, 4096, 4096, "bf16")
+    '{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4096, 4096]}'
+    """
+    _need(dtype in TORCH_NAMES, "dtype", "be fp16, bf16 or fp32 for bitsandbytes 4-bit", dtype, "")
+    state: dict[str, object] = {
         "quant_type": s.quant_type,
         "blocksize": BNB_BLOCKSIZE,
         "dtype": TORCH_NAMES[dtype],
         "shape": [out, inp],
     }
-    meta = 16 * 4  # quant_map
     if s.double_quant:
-        scales = blocks + _cdiv(blocks, BNB_NESTED_BLOCKSIZE) * 4
-        meta += 256 * 4  # nested_quant_map
-        state |= {"nested_blocksize": BNB_NESTED_BLOCKSIZE, "nested_dtype": "float32"}
-        extra = len(', "nested_offset": ') + BNB_NESTED_OFFSET_CHARS
+        state |= {
+            "nested_blocksize": BNB_NESTED_BLOCKSIZE,
+            "nested_dtype": "float32",
+            "nested_offset": 0.0,
+        }
+    return json.dumps(state)
+
+
+def _bnb_state_bytes(s: QuantScheme, out: int, inp: int, dtype: str) -> int:
+    """Bytes of the packed quant_state JSON, the nested_offset counted as
+    BNB_NESTED_OFFSET_CHARS characters."""
+    n = len(bnb_quant_state_json(s, out, inp, dtype).encode())
+    return n - len("0.0") + BNB_NESTED_OFFSET_CHARS if s.double_quant else n
+
+
+def _bnb_4bit(s, out, inp, bias, dtype, module):
+    # bitsandbytes (commit 95f9af30) nn/modules.py Linear4bit._save_to_state_dict saves the
+    # weight, the bias and QuantState.as_dict(packed=True) under "weight.":
+    #   weight: _ops.py quantize_4bit out ((n + 1) // (itemsize * 2), 1) of quant_storage;
+    #   absmax: one per 64-value block, float32; with compress_statistics (double quant) the
+    #     uint8 codes of quantize_blockwise(absmax - offset, blocksize=256), plus
+    #     nested_absmax float32, one per 256 blocks, and nested_quant_map float32 (256,);
+    #   quant_map float32 (16,); quant_state.bitsandbytes__{nf4,fp4} (bnb_quant_state_json).
+    # bias: the Linear's own, in the model dtype.
+    n = out * inp
+    item = dtype_bytes(s.storage_dtype)
+    blocks = _cdiv(n, BNB_BLOCKSIZE)
+    meta = BNB_QUANT_MAP * 4 + _bnb_state_bytes(s, out, inp, dtype)
+    if s.double_quant:
+        scales = blocks * 1 + _cdiv(blocks, BNB_NESTED_BLOCKSIZE) * 4
+        meta += BNB_NESTED_QUANT_MAP * 4
     else:
-        scales, extra = blocks * 4, 0
-    meta += len(json.dumps(state)) + extra
+        scales = blocks * 4
     return LinearBytes(
         packed=(n + 1) // (item * 2) * item,
         scales=scales,

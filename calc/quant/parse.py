@@ -20,7 +20,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from calc.errors import format_error
-from calc.quant.config import METHODS, KVCacheScheme, QuantConfig, QuantScheme, dtype_name
+from calc.quant.config import (
+    METHODS,
+    TORCH_NAMES,
+    KVCacheScheme,
+    QuantConfig,
+    QuantScheme,
+    dtype_name,
+)
 from calc.quant.parse_ct import parse_compressed_tensors
 
 DEFAULT_SKIP = ("lm_head",)
@@ -196,13 +203,16 @@ def _bnb(f: Fields, dtype: str) -> QuantConfig:
     if four == eight:
         raise f.fail("load_in_4bit", "must be true for exactly one of load_in_4bit / load_in_8bit")
     if four:
+        if dtype not in TORCH_NAMES:  # _ops.py quantize_4bit: "only supports 16/32-bit floats"
+            raise f.fail("torch_dtype", "must be float16, bfloat16 or float32 for 4-bit", dtype)
+        storage = f.get("bnb_4bit_quant_storage", default="uint8")
         scheme = QuantScheme(
             layout="bnb-4bit",
             bits=4,
             group_size=64,
             quant_type=f.choice("bnb_4bit_quant_type", ("nf4", "fp4"), "fp4"),
             double_quant=f.bool("bnb_4bit_use_double_quant", default=False),
-            storage_dtype=dtype_name(f.get("bnb_4bit_quant_storage")[1] or "uint8", "storage"),
+            storage_dtype=dtype_name(storage[1], storage[0]),
             scale_dtype="fp32",
         )
     else:

@@ -1,6 +1,7 @@
 """Model: pick a preset (by family), build one from fields, or upload a config.json.
 
-Shows the spec with its sources, the parameter breakdown (calc.params_report) and, for the
+Shows the spec with its sources, the parameter breakdown (calc.params_report), a quantized
+checkpoint's schemes and stored bytes (dashboard.quant_view) and, for the
 families the lecture notes discuss, the notes' claims (quoted, calc.errata) where they apply.
 A model of the user's own (fields or upload) is shown as plain text throughout, never as
 Markdown, and its fields go into the URL (dashboard.shared_model) so a copied link rebuilds it.
@@ -11,11 +12,11 @@ import streamlit as st
 import calc
 from calc import units
 from calc.limits import limit
-from dashboard import charts, data, plain, shared_model, state, tables, ui
+from dashboard import charts, data, plain, quant_view, shared_model, state, tables, ui
 
 SOURCES = {"preset": "Preset", "custom": "Custom fields", "upload": "Upload config.json"}
 META = ("name", "family", "display_name", "source", "retrieved", "published_params")
-META += ("published_active_params", "notes")
+META += ("published_active_params", "notes", "quantization")  # quantization: its own section
 UPLOAD_MB = 100  # what the upload box accepts; kvcalc reads at most 1 MB and says so
 
 st.title("Model")
@@ -181,6 +182,8 @@ if spec is not None:
             st.markdown("**Parameter breakdown** (sum = total)")
             df = data.param_frame(spec)
             ui.show_chart(ui.chart(charts.params_chart, df), df, "param_breakdown")
+
+        quant_view.show(spec)  # a quantized checkpoint: its schemes and stored bytes
 
         if not user_text:
             with ui.guarded():
