@@ -139,3 +139,28 @@ def test_quantized_layout_refusals_reach_weight_bytes():
     )
     with pytest.raises(ValueError, match="'group_size' must divide in_features=4096"):
         calc.weight_bytes(spec)
+
+
+def test_fused_matrices_leave_each_part_in_its_own_component():
+    """Llama-3-8B shapes stored as Phi-3 stores them (one qkv_proj, one gate_up_proj), AWQ with
+    qkv_proj left in fp16: q (4096 x 4096) and k, v (2 x 1024 x 4096) over 32 layers stay under
+    attn/q and attn/kv, no component goes negative, and TP 2 halves both."""
+    from calc.quant.sharding import stored_bytes_per_gpu
+
+    spec = with_quant(
+        calc.load_preset("llama-3-8b").replace(fused_qkv=True, fused_gate_up=True),
+        {
+            "quant_method": "awq",
+            "bits": 4,
+            "group_size": 128,
+            "modules_to_not_convert": ["qkv_proj"],
+        },
+        dtype="float16",
+    )
+    parts = calc.weight_bytes_breakdown(spec)
+    assert min(parts.values()) >= 0
+    assert parts["attn/q"] == 32 * 4096 * 4096 * 2
+    assert parts["attn/kv"] == 32 * 2 * 1024 * 4096 * 2
+    per_gpu = stored_bytes_per_gpu(spec, tp=2)
+    assert min(per_gpu.values()) >= 0
+    assert (per_gpu["attn/q"], per_gpu["attn/kv"]) == (parts["attn/q"] // 2, parts["attn/kv"] // 2)

@@ -31,7 +31,7 @@ from calc.linears import Linear
 from calc.params import COMPONENTS, param_breakdown
 from calc.quant.config import dtype_bytes, dtype_name
 from calc.quant.layout import PARTS, linear_bytes
-from calc.quant.weights import _entries
+from calc.quant.weights import _entries, take
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -79,12 +79,13 @@ def stored_bytes_per_gpu(
     left = dict(param_breakdown(spec))
     out: dict[str, int] = {}
     entries = _entries(spec, q) if q else _plain_entries(spec)
-    for x, s, copies in entries:
-        left[x.component] -= copies * x.numel
+    for x, s, copies, parts in entries:
+        take(left, x, parts, copies)
         part, kind = _shard(spec, x, tp, ep)
         n = copies if not (x.routed and ep > 1) else copies // E * ceil(E / ep)
         if s is None:  # a row-parallel bias stays whole: out_features is not split
-            out[x.component] = out.get(x.component, 0) + n * base * part.numel
+            for component, share in _shares(x, parts, part.numel):
+                out[component] = out.get(component, 0) + n * base * share
             continue
         if s.bias_always:  # AutoGPTQ's zero biases are not loaded: vllm/model_executor/models/
             s = s.model_copy(update={"bias_always": False})  # llama.py "Skip loading extra bias"
@@ -112,4 +113,14 @@ def _plain_entries(spec: ModelSpec):
     from calc.params import linear_layers
 
     for x in linear_layers(spec):
-        yield x, None, x.count
+        yield x, None, x.count, ((x.component, x.numel),)
+
+
+def _shares(x, parts, numel: int) -> list[tuple[str, int]]:
+    """An unquantized fused matrix's per-GPU parameters, back to each part's component in
+    proportion (every part is split the same way: by output rows, or all by input columns)."""
+    if len(parts) == 1:
+        return [(parts[0][0], numel)]
+    shares = [(c, numel * n // x.numel) for c, n in parts]
+    first, rest = shares[0], numel - sum(n for _, n in shares)
+    return [(first[0], first[1] + rest), *shares[1:]]

@@ -81,11 +81,16 @@ def stored_name(spec: ModelSpec, module: str) -> str:
     return module
 
 
-def _merged(spec: ModelSpec, linears: list[Linear]) -> list[Linear]:
+Parts = tuple[tuple[str, int], ...]  # (component, parameters of one matrix) fused into one
+
+
+def _merged(spec: ModelSpec, linears: list[Linear]) -> list[tuple[Linear, Parts]]:
     """Each stored matrix once, under its checkpoint name: fused parts (Phi-3's qkv_proj,
     Falcon's query_key_value, gpt-oss's gate_up_proj) summed back into the one matrix whose
-    group / block scales a checkpoint stores (a 128-row block can straddle two parts)."""
+    group / block scales a checkpoint stores (a 128-row block can straddle two parts), with the
+    parameters each part brings to its own component."""
     out: dict[str, Linear] = {}
+    parts: dict[str, list[tuple[str, int]]] = {}
     for x in linears:
         name = stored_name(spec, x.module)
         if name in out:
@@ -95,7 +100,17 @@ def _merged(spec: ModelSpec, linears: list[Linear]) -> list[Linear]:
             )
         else:
             out[name] = x._replace(module=name)
-    return list(out.values())
+            parts[name] = []
+        parts[name].append((x.component, x.numel))
+    return [(x, tuple(parts[name])) for name, x in out.items()]
+
+
+def take(left: dict[str, int], x: Linear, parts: Parts, copies: int) -> None:
+    """Take `copies` of matrix x from the parameters left per component, each fused part from
+    its own component (a bias only one part had is counted on the first)."""
+    for component, n in parts:
+        left[component] -= copies * n
+    left[x.component] -= copies * (x.numel - sum(n for _, n in parts))
 
 
 def _quantizable(q: QuantConfig, spec: ModelSpec, x: Linear) -> bool:
@@ -119,7 +134,7 @@ def _layer_specific(q: QuantConfig) -> bool:
 
 
 def _entries(spec: ModelSpec, q: QuantConfig):
-    """(linear, scheme or None, copies) for every stored matrix of the model."""
+    """(linear, scheme or None, copies, fused parts) for every stored matrix of the model."""
     L, prefix = spec.num_hidden_layers, LAYER_PREFIX.get(spec.family, "model.layers.")
     where: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, kind in enumerate(spec.layer_kinds):
@@ -133,9 +148,9 @@ def _entries(spec: ModelSpec, q: QuantConfig):
         blocks.append((_merged(spec, mtp), list(range(L, L + spec.num_nextn_predict_layers))))
     per_layer = _layer_specific(q)
     for linears, idx in blocks:
-        for x in linears:
+        for x, parts in linears:
             if not _quantizable(q, spec, x):
-                yield x, None, x.count * len(idx)
+                yield x, None, x.count * len(idx), parts
                 continue
             tally: dict[QuantScheme | None, int] = defaultdict(int)
             for i in idx if per_layer else idx[:1]:
@@ -143,10 +158,11 @@ def _entries(spec: ModelSpec, q: QuantConfig):
             if not per_layer:
                 tally = {s: len(idx) for s in tally}
             for s, layers in tally.items():
-                yield x, s, x.count * layers
+                yield x, s, x.count * layers, parts
     if not spec.tie_word_embeddings:
         head = Linear("lm_head", "lm_head", spec.hidden_size, spec.vocab_size, 1)
-        yield head, scheme_for(q, "lm_head") if _quantizable(q, spec, head) else None, 1
+        scheme = scheme_for(q, "lm_head") if _quantizable(q, spec, head) else None
+        yield head, scheme, 1, (("lm_head", head.numel),)
 
 
 def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, int]:
@@ -156,13 +172,13 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
         return {c: n * base for c, n in params.items() if c in COMPONENTS}
     out: dict[str, int] = {}
     left = dict(params)
-    for x, s, copies in _entries(spec, q):
+    for x, s, copies, parts in _entries(spec, q):
         if s is None or copies == 0:
             continue
         b = linear_bytes(
             s, x.out_features, x.in_features, bias=x.bias, dtype=dtype, module=x.module
         )
-        left[x.component] -= copies * x.numel
+        take(left, x, parts, copies)
         for part, n in zip(PARTS, b, strict=True):
             if n:
                 key = f"{x.component}:{part}"
