@@ -1,11 +1,11 @@
 """Capacity plans over a whole grid at once: `sweep_plans`.
 
-`sweep_plans` computes `plan`'s numbers (calc.plan) over models x GPUs x tp x weight dtypes x
-KV dtypes x context lengths x batches with numpy, no Python loop per row: per-(model, tp,
-dtype) constants come from the same functions `plan` uses, and the per-row arithmetic is
-calc.plan_core's `memory` and `latency`, the very functions `memory_plan` and `roofline`
+`sweep_plans` computes `plan`'s numbers (calc.plan) over models x GPUs x tp (x pp) x weight
+dtypes x KV dtypes x context lengths x batches with numpy, no Python loop per row: per-(model,
+tp, pp, dtype) constants come from the same functions `plan` uses, and the per-row arithmetic
+is calc.plan_core's `memory` and `latency`, the very functions `memory_plan` and `roofline`
 evaluate at one point, here over arrays. Each row equals `calc.plan.plan(...)` for its inputs
-with gpus = tp; the sweep has no pipeline stages and no max_context_tokens column.
+with gpus = tp x pp; the sweep has no max_context_tokens column.
 
 >>> df = sweep_plans(["llama-2-7b"], ["a100-80gb", "h100-sxm"], seq_lens=[4096, 8192])
 >>> df["weight_bytes"].tolist()   # 6,738,415,616 bf16 parameters x 2 B, in every row
@@ -36,6 +36,7 @@ rl = importlib.import_module("calc.roofline")
 
 MEMORY_COLUMNS = (
     "kv_budget_bytes",
+    "kv_cache_bytes",
     "kv_blocks",
     "kv_tokens",
     "max_concurrent_seqs",
@@ -45,12 +46,18 @@ MEMORY_COLUMNS = (
 LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "tokens_per_s_total")
 
 
-def _config_constants(spec: ModelSpec, tp: int, wd: str, opts: dict) -> dict:
-    """Everything about (model, tp, weight dtype) that no GPU, KV dtype or length changes."""
-    wb = sh.weight_bytes_per_gpu(
-        spec, tp, 1, wd, opts["group_size"], opts["scale_bytes"], opts["zero_point_bits"]
-    )
+def _config_constants(spec: ModelSpec, tp: int, pp: int, wd: str, opts: dict) -> dict:
+    """Everything about (model, tp, pp, weight dtype) that no GPU, KV dtype or length changes:
+    the memory plan holds the heaviest pipeline stage, the roofline reads every stage's weights
+    (calc.capacity.memory_plan, calc.roofline.roofline)."""
+    quant = opts["group_size"], opts["scale_bytes"], opts["zero_point_bits"]
+    wb = sh.weight_bytes_per_gpu(spec, tp, 1, wd, *quant)
+    stage = wb if pp == 1 else sh.weight_bytes_per_gpu(spec, tp, pp, wd, *quant)
+    lf, ls = cap.kv_layers_per_gpu(spec, pp)
     return {
+        "stage_weights": sum(stage.values()),
+        "lf": lf,
+        "ls": ls,
         "weights": sum(wb.values()),
         "experts": wb["mlp"],
         "act": cap.activation_bytes_per_gpu(
@@ -73,6 +80,7 @@ def sweep_plans(
     seq_lens: Sequence[int] = (4096,),
     batches: Sequence[int] = (1,),
     *,
+    pps: Sequence[int] = (1,),
     output_tokens: int | None = None,
     group_size: int = sh.DEFAULT_GROUP_SIZE,
     scale_bytes: int = sh.DEFAULT_SCALE_BYTES,
@@ -87,13 +95,15 @@ def sweep_plans(
     interconnect_efficiency: float = rl.DEFAULT_INTERCONNECT_EFFICIENCY,
     allreduce_latency_s: float = rl.DEFAULT_ALLREDUCE_LATENCY_S,
 ):
-    """One DataFrame row per (model, gpu, tp, weight dtype, KV dtype, seq_len, batch).
+    """One DataFrame row per (model, gpu, tp, pp, weight dtype, KV dtype, seq_len, batch).
 
     A tp the model cannot use (it must divide the query heads and divide or be a multiple of
-    the KV heads) is skipped for that model. Columns: model, gpu, tp, weight_dtype, kv_dtype,
-    seq_len, batch, output_tokens, weight_bytes, activation_bytes, reserve_bytes,
-    kv_budget_bytes, kv_blocks, kv_tokens, max_concurrent_seqs, fits, shortfall_bytes, ttft_s,
-    tpot_s, e2e_s, tokens_per_s_total (sizes per GPU, as in `plan`).
+    the KV heads), or a pp it cannot (more stages than layers), is skipped for that model;
+    a row is `plan(..., gpus=tp * pp, tp=tp)`. Columns: model, gpu, tp, pp, weight_dtype,
+    kv_dtype, seq_len, batch, output_tokens, weight_bytes, activation_bytes, reserve_bytes,
+    kv_budget_bytes, kv_cache_bytes, kv_blocks, kv_tokens, max_concurrent_seqs, fits,
+    shortfall_bytes, ttft_s, tpot_s, e2e_s, tokens_per_s_total, decode_last_bound (sizes per
+    GPU, as in `plan`).
     """
     import numpy as np
     import pandas as pd
@@ -103,12 +113,14 @@ def sweep_plans(
     wds = [canonical_dtype(d) for d in weight_dtypes]
     kds = [canonical_dtype(d) for d in kv_dtypes]
     tps = [check_count("tp", t) for t in tps]
+    pps = [check_count("pp", x) for x in pps]
     ns = [check_count("seq_len", n) for n in seq_lens]
     bs_ = [check_count("batch", b) for b in batches]
     for name, values in (
         ("models", specs),
         ("gpus", hws),
         ("tps", tps),
+        ("pps", pps),
         ("weight_dtypes", wds),
         ("kv_dtypes", kds),
         ("seq_lens", ns),
@@ -142,18 +154,22 @@ def sweep_plans(
     )
 
     # --- per configuration (model, tp, weight dtype) and per (config, gpu) constants ----------
-    cfg, per_gpu = [], []  # cfg: (model index, tp, wd index, constants); per_gpu: [cfg][gpu]
+    cfg, per_gpu = [], []  # cfg: (model index, tp, pp, wd index, constants); per_gpu: [cfg][gpu]
     for mi, spec in enumerate(specs):
-        for tp in tps:
+        for tp, pp in ((t, x) for t in tps for x in pps):
             try:
-                check_parallel(spec, tp, 1)
+                check_parallel(spec, tp, pp)
             except ValueError:
-                continue  # this model cannot use this tp
+                continue  # this model cannot use this tp (or pp)
             for wi, wd in enumerate(wds):
-                cfg.append((mi, tp, wi, _config_constants(spec, tp, wd, opts)))
-                per_gpu.append([_gpu_constants(hw, wd, tp, runtime_reserve_bytes) for hw in hws])
+                cfg.append((mi, tp, pp, wi, _config_constants(spec, tp, pp, wd, opts)))
+                per_gpu.append(
+                    [_gpu_constants(hw, wd, tp * pp, runtime_reserve_bytes) for hw in hws]
+                )
     if not cfg:
-        raise ValueError(f"no tp in {tps} divides the heads of any model given")
+        if pps == [1]:
+            raise ValueError(f"no tp in {tps} divides the heads of any model given")
+        raise ValueError(f"no tp in {tps} with a pp in {pps} fits any model given")
 
     C, G, K, S, Bn = len(cfg), len(hws), len(kds), len(ns), len(bs_)
 
@@ -164,10 +180,11 @@ def sweep_plans(
     spec_of = [specs[c[0]] for c in cfg]
     c_model = col([c[0] for c in cfg], np.int64)
     c_tp = col([c[1] for c in cfg], np.int64)
-    c_wd = col([c[2] for c in cfg], np.int64)
+    c_pp = col([c[2] for c in cfg], np.int64)
+    c_wd = col([c[3] for c in cfg], np.int64)
 
     def per_config(key):
-        return col([c[3][key] for c in cfg], np.int64)
+        return col([c[4][key] for c in cfg], np.int64)
 
     def per_spec(fn, dtype=np.int64):
         return col([fn(s) for s in spec_of], dtype)
@@ -181,7 +198,6 @@ def sweep_plans(
     n = col(ns, np.int64)[si]
     B = col(bs_, np.int64)[bi]
     tp = c_tp[ci]
-    lf, ls = per_spec(lambda s: s.n_full_layers)[ci], per_spec(lambda s: s.n_sliding_layers)[ci]
     win = per_spec(lambda s: s.sliding_window or 0)[ci]
     # K and V of one token in one layer on one GPU, per (config, KV dtype)
     kvl_tab = col(
@@ -197,11 +213,11 @@ def sweep_plans(
     mem = core.memory(
         total=per_config_gpu("total", np.int64)[ci, gi],
         utilization=float(u),
-        weights=weights,
+        weights=per_config("stage_weights")[ci],
         activation=per_config("act")[ci],
         reserve=per_config_gpu("reserve", np.int64)[ci, gi],
-        lf=lf,
-        ls=ls,
+        lf=per_config("lf")[ci],
+        ls=per_config("ls")[ci],
         window=win,
         kv_bytes_per_layer=kvl,
         block_size=bsz,
@@ -233,8 +249,8 @@ def sweep_plans(
         flops_per_pair=per_spec(KINDS["full_attention"].flops_per_pair, np.float64)[ci],
         prefill_attention_flops=pre_attn[ci, si],
         layers=per_spec(lambda s: s.num_hidden_layers)[ci],
-        lf=lf,
-        ls=ls,
+        lf=per_spec(lambda s: s.n_full_layers)[ci],
+        ls=per_spec(lambda s: s.n_sliding_layers)[ci],
         window=win,
         kv_bytes_per_layer=kvl,
         hidden=per_spec(lambda s: s.hidden_size, np.float64)[ci],
@@ -252,24 +268,28 @@ def sweep_plans(
             "model": pd.Categorical.from_codes(c_model[ci], names),
             "gpu": pd.Categorical.from_codes(gi, [hw.name for hw in hws]),
             "tp": tp,
+            "pp": c_pp[ci],
             "weight_dtype": pd.Categorical.from_codes(c_wd[ci], wds),
             "kv_dtype": pd.Categorical.from_codes(ki, kds),
             "seq_len": n,
             "batch": B,
             "output_tokens": s_out[si],
-            "weight_bytes": weights,
+            "weight_bytes": per_config("stage_weights")[ci],
             "activation_bytes": per_config("act")[ci],
             "reserve_bytes": per_config_gpu("reserve", np.int64)[ci, gi],
             **{k: mem[k] for k in MEMORY_COLUMNS},
             **{k: lat[k] for k in LATENCY_COLUMNS},
+            "decode_last_bound": pd.Categorical.from_codes(
+                np.where(lat["decode_last"]["compute_bound"], 0, 1), ["compute", "memory"]
+            ),
         }
     )
 
 
-def _gpu_constants(hw: HardwareSpec, wd: str, tp: int, reserve: int | None) -> dict:
+def _gpu_constants(hw: HardwareSpec, wd: str, gpus: int, reserve: int | None) -> dict:
     return {
         "total": hw.total_memory_bytes,
-        "reserve": cap.reserve_bytes_per_gpu(tp, reserve),
+        "reserve": cap.reserve_bytes_per_gpu(gpus, reserve),
         "peak": hw.peak_flops_per_s(rl.default_compute_dtype(wd, hw)),
         "bw": hw.hbm_bandwidth_bytes_per_s,
         "link": hw.interconnect_bytes_per_s,
