@@ -65,20 +65,30 @@ def vllm_figures(lay, config, available, max_model_len) -> dict:
     groups = len(lay.groups)
     out = {"block_size": B, "page_bytes": page, "rank": rank, "num_gpu_blocks": n}
     out |= {"available_bytes": a, "kv_groups": groups}
+    tokens, conc, per_req = vllm_concurrency(lay, config, n, L)
+    out |= {"tokens": tokens, "max_concurrency": conc}
     if not config.is_v1:
-        tokens = n * B
-        return out | {"tokens": tokens, "max_concurrency": tokens / L}
-    tokens = m.vllm_gpu_kv_cache_tokens(n, lay.report_block(B, L), groups)
-    per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
+        return out
     layers = _limiting(per_rank, blocks)[2]
     if config.pipeline_parallel_size > 1 and config.version_tuple < PP_CHECK_PER_RANK_FROM:
         layers = sum(lay.rank_layers) if groups == 1 else layers
     return out | {
-        "tokens": tokens,
-        "max_concurrency": m.vllm_max_concurrency(n, per_req, tokens, L),
         "needed_bytes": per_req * page * layers,
         "longest_len": m.vllm_longest_fitting_len(a, page, layers * groups, B),
     }
+
+
+def vllm_concurrency(lay, config, num_blocks, max_model_len):
+    """(tokens, concurrency, blocks one request needs) for `num_blocks` blocks: V1's 'GPU KV
+    cache size' and 'Maximum concurrency'; V0's blocks x block_size and tokens / max_model_len
+    (no per-request blocks: None)."""
+    B, L = lay.block_size(config.block_size), max_model_len
+    if not config.is_v1:
+        tokens = num_blocks * B
+        return tokens, tokens / L, None
+    tokens = m.vllm_gpu_kv_cache_tokens(num_blocks, lay.report_block(B, L), len(lay.groups))
+    per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
+    return tokens, m.vllm_max_concurrency(num_blocks, per_req, tokens, L), per_req
 
 
 def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
