@@ -9,6 +9,7 @@ Per GPU, vLLM's accounting (vllm/v1/worker/gpu_worker.py, `determine_available_m
 Weights per GPU, and the rules for splitting a model across tensor- and pipeline-parallel
 GPUs (which tp a model allows, KV-head replication, weight dtypes), are calc.sharding.
 
+The arithmetic is calc.plan_core.memory, which calc.plan_sweep evaluates over whole grids.
 But: no prefix caching, no swap space, no speculative decoding, no LoRA adapters; the
 activation peak is a formula (see `activation_bytes_per_gpu`), not a profile run. The search
 for the fewest GPUs that hold a target is calc.fit.
@@ -123,34 +124,6 @@ def kv_bytes_per_token_layer_gpu(spec: ModelSpec, tp: int, kv_dtype: str) -> int
     return -(-2 * kv_heads_per_gpu(spec, tp) * spec.head_dim * dtype_bits(kv_dtype) // 8)
 
 
-def sequence_kv_bytes(
-    spec: ModelSpec, seq_len: int, tp: int, pp: int, kv_dtype: str, block_size: int
-) -> int:
-    """One sequence of `seq_len` tokens on one GPU, whole blocks per layer (sliding layers cap
-    at the window): calc.plan_core.sequence_kv_bytes."""
-    lf, ls = kv_layers_per_gpu(spec, pp)
-    per_layer = kv_bytes_per_token_layer_gpu(spec, tp, kv_dtype)
-    return core.sequence_kv_bytes(seq_len, lf, ls, spec.sliding_window or 0, per_layer, block_size)
-
-
-def max_context_tokens(
-    spec: ModelSpec,
-    kv_budget_bytes: int,
-    batch: int,
-    tp: int,
-    pp: int,
-    kv_dtype: str,
-    block_size: int,
-) -> int | None:
-    """Longest context each of `batch` sequences can have; None when unbounded (every layer
-    slides and the window fits): calc.plan_core.max_context_tokens."""
-    lf, ls = kv_layers_per_gpu(spec, pp)
-    per_layer = kv_bytes_per_token_layer_gpu(spec, tp, kv_dtype)
-    w = spec.sliding_window or 0
-    out = core.max_context_tokens(kv_budget_bytes, batch, lf, ls, w, per_layer, block_size)
-    return None if out == core.UNBOUNDED else out
-
-
 # --- results ----------------------------------------------------------------------------------
 
 
@@ -209,6 +182,9 @@ class MemoryPlan(Result):
 
 
 # --- the plan ---------------------------------------------------------------------------------
+
+
+_MESSAGE_FIGURES = ("fits", "kv_blocks", "max_concurrent_seqs", "shortfall_bytes")
 
 
 def _fmt(n: int) -> str:
@@ -277,12 +253,7 @@ def memory_plan(
         seq_len=n,
         batch=batch,
     )
-    fits, blocks, max_seqs, shortfall = (
-        r["fits"],
-        r["kv_blocks"],
-        r["max_concurrent_seqs"],
-        r["shortfall_bytes"],
-    )
+    fits, blocks, max_seqs, shortfall = (r[k] for k in _MESSAGE_FIGURES)
     max_ctx = None if r["max_context_tokens"] == core.UNBOUNDED else r["max_context_tokens"]
     if fits:
         message = (
