@@ -132,7 +132,16 @@ def test_plan_equals_its_sweep_row(s):
     assert row["decode_last_bound"] == p.roofline.decode_last.bound
 
 
-ENGINE_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen3-8b", "gemma-3-27b", "mistral-7b-v0.1"]
+ENGINE_MODELS = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen3-8b",
+    "gemma-3-27b",
+    "mistral-7b-v0.1",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
+    "gpt-oss-20b",
+]
 
 
 @st.composite

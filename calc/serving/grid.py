@@ -35,21 +35,14 @@ def engine_plan_grid(
     mesh = np.meshgrid(*axes.values(), indexing="ij") if axes else []
     cols = {k: a.ravel() for k, a in zip(axes, mesh, strict=True)}
     given = cols.pop("available_kv_gib", None)
-    # the engine's checks of each setting (its range, max_model_len <= the model's), at the
-    # extremes of every axis; the constants from the first point
+    # the engine's checks of each setting (its range, max_model_len <= the model's) at the
+    # extremes of every axis, the other axes at their first point; the constants from the first
     cfg_axes = {k: v for k, v in axes.items() if k != "available_kv_gib"}
-    for k, v in cfg_axes.items():
-        for x in {v.min().item(), v.max().item()}:
-            prepare(
-                model,
-                gpu,
-                engine,
-                weight_dtype=weight_dtype,
-                calibration=calibration,
-                **fixed,
-                **{k: x},
-            )
     first = {k: v[0].item() for k, v in cfg_axes.items()}
+    for k, v in cfg_axes.items():
+        for x in {v.min().item(), v.max().item()} - {first[k]}:
+            at = {**fixed, **first, k: x}
+            prepare(model, gpu, engine, weight_dtype=weight_dtype, calibration=calibration, **at)
     spec, hw, cfg, lay, weights, kd, wd, total = prepare(
         model, gpu, engine, weight_dtype=weight_dtype, calibration=calibration, **fixed, **first
     )
