@@ -54,13 +54,21 @@ def attention_flops_prefill(
     `mla_absorbed` for scores and values taken in the latent space."""
     seq_len = check_count("seq_len", seq_len, allow_zero=True)
     batch = check_count("batch", batch)
+    return batch * prefill_attention_flops(spec, seq_len, causal, mla_absorbed=mla_absorbed)
+
+
+def prefill_attention_flops(
+    spec: ModelSpec, seq_len, causal: bool = True, *, mla_absorbed: bool = False, minimum=min
+):
+    """attention_flops_prefill of one sequence, unchecked; `seq_len` may be a numpy array (pass
+    minimum=np.minimum, and floats where int64 could overflow)."""
     total = 0
     for kind, n in spec.attention_counts.items():
         k = KINDS[kind]
-        per_layer = k.flops_per_pair(spec, mla_absorbed) * k.pairs(spec, seq_len, causal)
-        per_layer += k.index_flops_per_pair(spec) * _pairs(seq_len, causal)  # an indexer's scan
-        total += n * (per_layer + k.token_flops(spec) * seq_len)
-    return batch * total
+        per_layer = k.flops_per_pair(spec, mla_absorbed) * k.pairs(spec, seq_len, causal, minimum)
+        per_layer = per_layer + k.index_flops_per_pair(spec) * _pairs(seq_len, causal)  # indexer
+        total = total + n * (per_layer + k.token_flops(spec) * seq_len)
+    return total
 
 
 def attention_flops_decode(

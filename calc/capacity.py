@@ -9,6 +9,7 @@ Per GPU, vLLM's accounting (vllm/v1/worker/gpu_worker.py, `determine_available_m
 Weights per GPU, and the rules for splitting a model across tensor- and pipeline-parallel
 GPUs (which tp a model allows, KV-head replication, weight dtypes), are calc.sharding.
 
+The arithmetic is calc.plan_core.memory, which calc.plan_sweep evaluates over whole grids.
 But: no prefix caching, no swap space, no speculative decoding, no LoRA adapters; the
 activation peak is a formula (see `activation_bytes_per_gpu`), not a profile run. The search
 for the fewest GPUs that hold a target is calc.fit.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from math import ceil
 
+from calc import plan_core as core
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count, check_fraction
 from calc.hardware import HardwareSpec, resolve_hardware
@@ -122,46 +124,6 @@ def kv_bytes_per_token_layer_gpu(spec: ModelSpec, tp: int, kv_dtype: str) -> int
     return -(-2 * kv_heads_per_gpu(spec, tp) * spec.head_dim * dtype_bits(kv_dtype) // 8)
 
 
-def sequence_kv_bytes(
-    spec: ModelSpec, seq_len: int, tp: int, pp: int, kv_dtype: str, block_size: int
-) -> int:
-    """One sequence of `seq_len` tokens on one GPU, whole blocks per layer (sliding layers cap
-    at the window)."""
-    lf, ls = kv_layers_per_gpu(spec, pp)
-    per = block_size * kv_bytes_per_token_layer_gpu(spec, tp, kv_dtype)  # one block, one layer
-    blocks = lf * -(-seq_len // block_size)
-    if ls:
-        blocks += ls * -(-min(seq_len, spec.sliding_window) // block_size)
-    return blocks * per
-
-
-def max_context_tokens(
-    spec: ModelSpec,
-    kv_budget_bytes: int,
-    batch: int,
-    tp: int,
-    pp: int,
-    kv_dtype: str,
-    block_size: int,
-) -> int | None:
-    """Longest context each of `batch` sequences can have; None when unbounded (every layer
-    slides and the window fits)."""
-    if kv_budget_bytes <= 0:
-        return 0
-    lf, ls = kv_layers_per_gpu(spec, pp)
-    per = block_size * kv_bytes_per_token_layer_gpu(spec, tp, kv_dtype)
-    q = kv_budget_bytes // batch // per  # layer-blocks one sequence may use
-    if not ls:
-        return q // lf * block_size
-    cw = -(-spec.sliding_window // block_size)  # a full window, in blocks
-    if not lf:
-        return None if ls * cw <= q else q // ls * block_size
-    k = (q - ls * cw) // lf  # assume the context reaches past the window
-    if k >= 0 and k * block_size >= spec.sliding_window:
-        return k * block_size
-    return q // (lf + ls) * block_size  # shorter than the window: every layer grows
-
-
 # --- results ----------------------------------------------------------------------------------
 
 
@@ -222,6 +184,9 @@ class MemoryPlan(Result):
 # --- the plan ---------------------------------------------------------------------------------
 
 
+_MESSAGE_FIGURES = ("fits", "kv_blocks", "max_concurrent_seqs", "shortfall_bytes")
+
+
 def _fmt(n: int) -> str:
     from calc.units import iec_bytes, si_bytes
 
@@ -273,23 +238,27 @@ def memory_plan(
         spec, tp, max_num_batched_tokens, max_num_seqs, activation_dtype(wd)
     )
     total = hw.total_memory_bytes
-    budget = int(total * u)
-    kv_budget = budget - weights - act - reserve
     lf, ls = kv_layers_per_gpu(spec, pp)
-    per_layer = kv_bytes_per_token_layer_gpu(spec, tp, kd)
-    per_token = (lf + ls) * per_layer
-    block = block_size * per_token
-    blocks = max(0, kv_budget) // block
-    seq_kv = sequence_kv_bytes(spec, n, tp, pp, kd, block_size)
-    max_seqs = max(0, kv_budget) // seq_kv if seq_kv else 0
-    target = batch * seq_kv
-    fits = kv_budget >= target
-    shortfall = 0 if fits else target - kv_budget
-    max_ctx = max_context_tokens(spec, kv_budget, batch, tp, pp, kd, block_size)
+    r = core.memory(
+        total=total,
+        utilization=u,
+        weights=weights,
+        activation=act,
+        reserve=reserve,
+        lf=lf,
+        ls=ls,
+        window=spec.sliding_window or 0,
+        kv_bytes_per_layer=kv_bytes_per_token_layer_gpu(spec, tp, kd),
+        block_size=block_size,
+        seq_len=n,
+        batch=batch,
+    )
+    fits, blocks, max_seqs, shortfall = (r[k] for k in _MESSAGE_FIGURES)
+    max_ctx = None if r["max_context_tokens"] == core.UNBOUNDED else r["max_context_tokens"]
     if fits:
         message = (
             f"fits: {batch} x {n} tokens on {gpus} x {hw.name} (tp={tp}, pp={pp}); "
-            f"room for {max_seqs} such sequences ({blocks * block_size:,} KV tokens)"
+            f"room for {max_seqs} such sequences ({r['kv_tokens']:,} KV tokens)"
         )
     else:
         message = (
@@ -310,21 +279,21 @@ def memory_plan(
         block_size=block_size,
         max_num_batched_tokens=max_num_batched_tokens,
         total_memory_bytes=total,
-        budget_bytes=budget,
+        budget_bytes=r["budget_bytes"],
         weight_bytes=weights,
         weight_breakdown_bytes=wb,
         activation_bytes=act,
         reserve_bytes=reserve,
-        kv_budget_bytes=kv_budget,
+        kv_budget_bytes=r["kv_budget_bytes"],
         kv_heads_per_gpu=kv_heads_per_gpu(spec, tp),
         kv_replication=kv_replication(spec, tp),
-        kv_bytes_per_token=per_token,
-        kv_block_bytes=block,
+        kv_bytes_per_token=r["kv_bytes_per_token"],
+        kv_block_bytes=r["kv_block_bytes"],
         kv_blocks=blocks,
-        kv_tokens=blocks * block_size,
-        seq_kv_bytes=seq_kv,
-        kv_cache_bytes=target,
-        free_bytes=total - weights - act - reserve - target,
+        kv_tokens=r["kv_tokens"],
+        seq_kv_bytes=r["seq_kv_bytes"],
+        kv_cache_bytes=r["kv_cache_bytes"],
+        free_bytes=r["free_bytes"],
         max_concurrent_seqs=max_seqs,
         max_context_tokens=max_ctx,
         model_context_tokens=spec.max_position_embeddings,

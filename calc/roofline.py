@@ -27,9 +27,8 @@ assumed to stay on chip.
 
 from __future__ import annotations
 
-from math import ceil, floor
-
-from calc.attention import forward_flops_prefill
+from calc import plan_core as core
+from calc.attention import prefill_attention_flops
 from calc.capacity import activation_dtype, kv_bytes_per_token_layer_gpu
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count, check_fraction, check_non_negative
@@ -137,51 +136,22 @@ def allreduces_per_step(spec: ModelSpec) -> int:
 
 def experts_touched(spec: ModelSpec, tokens: int) -> float:
     """Expected distinct experts per layer that `tokens` tokens are routed to (uniform routing)."""
-    E, k = spec.num_local_experts, spec.num_experts_per_tok
-    if E == 1:
-        return 1.0
-    return E * (1.0 - (1.0 - k / E) ** tokens)
+    return core.experts_touched(spec.num_local_experts, spec.num_experts_per_tok, tokens)
 
 
-# --- sums over the decode steps ---------------------------------------------------------------
-
-
-def _sum_affine(lo: int, hi: int, x0: float, x1: float) -> float:
-    """sum of x0 + x1 * c for integer c in [lo, hi]."""
-    n = hi - lo + 1
-    return n * x0 + x1 * (lo + hi) * n / 2 if n > 0 else 0.0
-
-
-def _sum_max_affine(lo: int, hi: int, a0: float, a1: float, b0: float, b1: float) -> float:
-    """sum over integer c in [lo, hi] of max(a0 + a1 c, b0 + b1 c), split at the crossing."""
-    if hi < lo:
-        return 0.0
-    da, db = a1 - b1, a0 - b0  # (a - b)(c) = db + da c
-    if da == 0:
-        return _sum_affine(lo, hi, a0, a1) if db >= 0 else _sum_affine(lo, hi, b0, b1)
-    x = -db / da  # where a and b cross
-    if da > 0:  # a is the larger from ceil(x) on
-        m = min(max(ceil(x), lo), hi + 1)
-        return _sum_affine(lo, m - 1, b0, b1) + _sum_affine(m, hi, a0, a1)
-    m = min(max(floor(x), lo - 1), hi)  # a is the larger up to floor(x)
-    return _sum_affine(lo, m, a0, a1) + _sum_affine(m + 1, hi, b0, b1)
-
-
-def _phase(
-    name: str, ctx: int, flops: float, nbytes: float, comm: float, peak: float, bw: float
-) -> PhaseCost:
-    c, m = flops / peak, nbytes / bw
+def _phase(name: str, ctx: int, p: dict) -> PhaseCost:
+    """A PhaseCost from calc.plan_core.phase's figures."""
     return PhaseCost(
         phase=name,
         context_tokens=ctx,
-        flops=flops,
-        bytes=nbytes,
-        compute_s=c,
-        memory_s=m,
-        comm_s=comm,
-        time_s=max(c, m) + comm,
-        arithmetic_intensity=flops / nbytes if nbytes else float("inf"),
-        bound="compute" if c >= m else "memory",
+        flops=p["flops"],
+        bytes=p["bytes"],
+        compute_s=p["compute_s"],
+        memory_s=p["memory_s"],
+        comm_s=p["comm_s"],
+        time_s=p["time_s"],
+        arithmetic_intensity=p["flops"] / p["bytes"] if p["bytes"] else float("inf"),
+        bound="compute" if p["compute_bound"] else "memory",
     )
 
 
@@ -220,70 +190,37 @@ def roofline(
 
     peak = hw.peak_flops_per_s(cd)
     bw = hw.hbm_bandwidth_bytes_per_s
-    peak_eff, bw_eff = peak * mfu, bw * eff
-
     # weights one TP rank reads per forward, all pipeline stages together
     wb = weight_bytes_per_gpu(spec, tp, 1, wd, group_size, scale_bytes, zero_point_bits)
-    w_all, w_experts = sum(wb.values()), wb["mlp"]
-
-    def weights_read(tokens: int) -> float:
-        share = experts_touched(spec, tokens) / spec.num_local_experts
-        return w_all - w_experts * (1.0 - share)
-
-    L, h = spec.num_hidden_layers, spec.hidden_size
-    Lf, Ls, w = spec.n_full_layers, spec.n_sliding_layers, spec.sliding_window or 0
-    kvl = kv_bytes_per_token_layer_gpu(spec, tp, kd)  # one token, one layer, this GPU
-    a = dtype_bits(activation_dtype(wd)) // 8
     n_ar = allreduces_per_step(spec)
-
-    def comm(tokens: int) -> float:
-        if tp == 1:
-            return 0.0
-        ring = 2 * (tp - 1) / tp * tokens * h * a  # bytes each GPU sends per all-reduce
-        return n_ar * (lat + ring / (hw.interconnect_bytes_per_s * ieff))
-
-    # --- prefill ------------------------------------------------------------------------------
-    pre_flops = forward_flops_prefill(spec, P, B) / tp
-    pre_bytes = weights_read(B * P) + B * P * L * kvl  # weights once, K and V written
-    prefill = _phase("prefill", P, pre_flops, pre_bytes, comm(B * P), peak_eff, bw_eff)
-
-    # --- decode: a step at cache length c costs
-    #     flops(c) = [2 B mm + 4 B H d (Lf c + Ls min(c, w))] / tp
-    #     bytes(c) = weights + B kvl (Lf c + Ls min(c, w)) + B kvl L (the new token's K, V)
-    mm2 = 2 * B * matmul_params(spec) / tp
-    attn = B * KINDS["full_attention"].flops_per_pair(spec) / tp  # per attended key and layer
-    wdec = weights_read(B) + B * kvl * L
-    step_comm = comm(B)
-
-    def keys(c: int) -> int:
-        return Lf * c + (Ls * min(c, w) if Ls else 0)
-
-    def step(c: int, name: str) -> PhaseCost:
-        k = keys(c)
-        return _phase(name, c, mm2 + attn * k, wdec + B * kvl * k, step_comm, peak_eff, bw_eff)
-
-    lo, hi = P + 1, P + n_out - 1  # cache lengths of the n_out - 1 decode steps
-    decode_first, decode_last = step(lo, "decode_first"), step(max(lo, hi), "decode_last")
-    # affine pieces: keys(c) = (Lf + Ls) c up to the window, Lf c + Ls w past it
-    pieces = (
-        [(lo, hi, Lf + Ls, 0)]
-        if not Ls
-        else [
-            (lo, min(hi, w), Lf + Ls, 0),
-            (max(lo, w + 1), hi, Lf, Ls * w),
-        ]
+    r = core.latency(
+        tp=tp,
+        batch=B,
+        prompt_tokens=P,
+        output_tokens=n_out,
+        weights=sum(wb.values()),
+        expert_weights=wb["mlp"],
+        num_experts=spec.num_local_experts,
+        experts_per_token=spec.num_experts_per_tok,
+        matmul_params=matmul_params(spec),
+        flops_per_pair=KINDS["full_attention"].flops_per_pair(spec),
+        prefill_attention_flops=prefill_attention_flops(spec, P),
+        layers=spec.num_hidden_layers,
+        lf=spec.n_full_layers,
+        ls=spec.n_sliding_layers,
+        window=spec.sliding_window or 0,
+        kv_bytes_per_layer=kv_bytes_per_token_layer_gpu(spec, tp, kd),
+        hidden=spec.hidden_size,
+        act_bytes=dtype_bits(activation_dtype(wd)) // 8,
+        allreduces=n_ar,
+        peak=peak * mfu,
+        bandwidth=bw * eff,
+        link=hw.interconnect_bytes_per_s * ieff,
+        latency_s=lat,
     )
-    decode = (n_out - 1) * step_comm
-    for c0, c1, slope, const in pieces:
-        decode += _sum_max_affine(
-            c0,
-            c1,
-            (mm2 + attn * const) / peak_eff,
-            attn * slope / peak_eff,
-            (wdec + B * kvl * const) / bw_eff,
-            B * kvl * slope / bw_eff,
-        )
-    tpot = decode / (n_out - 1) if n_out > 1 else decode_first.time_s
+    prefill = _phase("prefill", P, r["prefill"])
+    decode_first = _phase("decode_first", r["decode_first_context"], r["decode_first"])
+    decode_last = _phase("decode_last", r["decode_last_context"], r["decode_last"])
     return Roofline(
         model=spec.name,
         gpu=hw.name,
@@ -306,10 +243,10 @@ def roofline(
         prefill=prefill,
         decode_first=decode_first,
         decode_last=decode_last,
-        ttft_s=prefill.time_s,
-        decode_s=decode,
-        tpot_s=tpot,
-        e2e_s=prefill.time_s + decode,
-        tokens_per_s_per_seq=1.0 / tpot,
-        tokens_per_s_total=B / tpot,
+        ttft_s=r["ttft_s"],
+        decode_s=r["decode_s"],
+        tpot_s=r["tpot_s"],
+        e2e_s=r["e2e_s"],
+        tokens_per_s_per_seq=r["tokens_per_s_per_seq"],
+        tokens_per_s_total=r["tokens_per_s_total"],
     )

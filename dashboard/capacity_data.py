@@ -1,8 +1,8 @@
 """Capacity-planner tables for the dashboard: cached calls into calc.capacity / calc.plan.
 
-Every number is a calc result (memory_plan, plan, fit_table); this file only loops them over a
-grid (context lengths, batches) and lays the results out one row per point. memory_plan costs
-~0.05 ms, so a 9 x 8 fit grid is a few milliseconds; results are cached per input anyway.
+Every number is a calc result (plan, sweep_plans, fit_table); grids of one deployment
+(context lengths x batches) are one calc.sweep_plans call, the same arithmetic as plan() run
+over arrays (calc.plan_core), laid out one row per point; results are cached per input.
 Sizes: bytes, plus GiB (2^30) and GB (10^9) columns for axes and tooltips.
 The Engine section's figures are calc.serving's (engine_plan, inverse), laid out the same way.
 """
@@ -19,6 +19,7 @@ from calc.capacity import memory_plan
 from calc.fit import fit_table
 from calc.hardware import HardwareSpec, list_hardware, load_hardware
 from calc.plan import Plan, plan
+from calc.plan_sweep import sweep_plans
 from calc.serving import inverse
 from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
@@ -90,59 +91,67 @@ def breakdown_frame(p: Plan) -> pd.DataFrame:
     return df
 
 
+def _sweep(
+    spec, hw, seq_lens, batches, *, gpus=1, tp=None, weight_dtype="bf16", kv_dtype="bf16", **opts
+) -> pd.DataFrame:
+    """calc.sweep_plans for one deployment (the page's gpus, tp, dtypes) over seq_lens x
+    batches: one vectorized evaluation of the plan, rows in that order."""
+    tp = gpus if tp is None else tp
+    if gpus % tp:  # what plan() says; sweep_plans only knows tp and pp
+        raise ValueError(f"'gpus' must be a multiple of tp={tp} (pp = gpus / tp): got {gpus}")
+    return sweep_plans(
+        [spec],
+        [hw],
+        tps=[tp],
+        pps=[gpus // tp],
+        weight_dtypes=[weight_dtype],
+        kv_dtypes=[kv_dtype],
+        seq_lens=list(seq_lens),
+        batches=list(batches),
+        **opts,
+    )
+
+
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def concurrency_frame(spec, hw, seq_lens: tuple[int, ...], **opts) -> pd.DataFrame:
-    """How many sequences of each context length fit at once (memory_plan per length)."""
-    rows = []
-    for n in seq_lens:
-        m = memory_plan(spec, hw, seq_len=n, batch=1, **opts)
-        rows.append(
-            {"seq_len": n, "max_concurrent_seqs": m.max_concurrent_seqs, "kv_tokens": m.kv_tokens}
-        )
-    return pd.DataFrame(rows)
+    """How many sequences of each context length fit at once (calc.sweep_plans over lengths)."""
+    df = _sweep(spec, hw, seq_lens, (1,), **opts)
+    return df[["seq_len", "max_concurrent_seqs", "kv_tokens"]].reset_index(drop=True)
 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def fit_grid_frame(
     spec, hw, seq_lens: tuple[int, ...], batches: tuple[int, ...], **opts
 ) -> pd.DataFrame:
-    """Fit / no fit for each batch x context (memory_plan per cell)."""
-    rows = []
-    for n in seq_lens:
-        for b in batches:
-            m = memory_plan(spec, hw, seq_len=n, batch=b, **opts)
-            rows.append(
-                {
-                    "seq_len": n,
-                    "batch": b,
-                    "fits": "fits" if m.fits else "no fit",
-                    "kv_cache_GiB": m.kv_cache_bytes / GIB,
-                    "shortfall_GiB": m.shortfall_bytes / GIB,
-                    "kv_cache_bytes": m.kv_cache_bytes,
-                    "shortfall_bytes": m.shortfall_bytes,
-                }
-            )
-    return pd.DataFrame(rows)
+    """Fit / no fit for each context x batch (calc.sweep_plans over the grid)."""
+    df = _sweep(spec, hw, seq_lens, batches, **opts)
+    return pd.DataFrame(
+        {
+            "seq_len": df["seq_len"],
+            "batch": df["batch"],
+            "fits": df["fits"].map({True: "fits", False: "no fit"}),
+            "kv_cache_GiB": df["kv_cache_bytes"] / GIB,
+            "shortfall_GiB": df["shortfall_bytes"] / GIB,
+            "kv_cache_bytes": df["kv_cache_bytes"],
+            "shortfall_bytes": df["shortfall_bytes"],
+        }
+    )
 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
 def throughput_frame(spec, hw, seq_len: int, batches: Sequence[int], **opts) -> pd.DataFrame:
-    """Roofline TTFT, TPOT and tokens/s at each batch (calc plan per batch)."""
-    rows = []
-    for b in batches:
-        p = plan(spec, hw, seq_len=seq_len, batch=b, **opts)
-        r = p.roofline
-        rows.append(
-            {
-                "batch": b,
-                "ttft_ms": 1000 * r.ttft_s,
-                "tpot_ms": 1000 * r.tpot_s,
-                "tokens_per_s_total": r.tokens_per_s_total,
-                "decode_bound": r.decode_last.bound,
-                "fits": "fits" if p.fits else "no fit",
-            }
-        )
-    return pd.DataFrame(rows)
+    """Roofline TTFT, TPOT and tokens/s at each batch (calc.sweep_plans over batches)."""
+    df = _sweep(spec, hw, (seq_len,), tuple(batches), **opts)
+    return pd.DataFrame(
+        {
+            "batch": df["batch"],
+            "ttft_ms": 1000 * df["ttft_s"],
+            "tpot_ms": 1000 * df["tpot_s"],
+            "tokens_per_s_total": df["tokens_per_s_total"],
+            "decode_bound": df["decode_last_bound"].astype(str),
+            "fits": df["fits"].map({True: "fits", False: "no fit"}),
+        }
+    )
 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)

@@ -18,7 +18,7 @@ _LAZY = {
     "engine_config": "calc.serving.engine",
     "EnginePlan": "calc.serving.plan",
     "engine_plan": "calc.serving.plan",
-    "engine_plan_grid": "calc.serving.plan",
+    "engine_plan_grid": "calc.serving.grid",
     "parse_log": "calc.serving.logs",
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from calc.presets import load_preset
 from calc.quant import parse_quantization_config
+from calc.serving import figures
 from calc.serving.hardware import load_hardware
 from calc.serving.memory import sglang_k_size_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
@@ -156,10 +157,7 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             if "num_gpu_blocks" in log
             else (log["gpu_kv_cache_tokens"] // B * groups)
         )
-        if cfg.is_v1:
-            conc = n / lay.blocks_per_request(L, B, cfg.max_num_batched_tokens)
-        else:
-            conc = n * B / L
+        conc = figures.vllm_concurrency(lay, cfg, n, L)[1]
         out.append(
             _eq(
                 cid,

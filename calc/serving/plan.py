@@ -18,19 +18,15 @@ from __future__ import annotations
 from calc.capacity import activation_dtype
 from calc.presets import resolve_model
 from calc.results import Result
+from calc.serving import figures as f
 from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
+from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.layout import kv_layout
-from calc.serving.overheads import non_torch_bytes, overheads
+from calc.serving.overheads import overheads
 from calc.serving.quant_weights import plan_weights
 from calc.spec import ModelSpec
-
-GIB = 2**30
-# Before this release the one-request check (and its "estimated maximum model length") counted
-# every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1); the
-# per-rank check is what kv_cache_utils.get_kv_cache_configs does on main (assumed: 0.16.0).
-PP_CHECK_PER_RANK_FROM = (0, 16, 0)
 
 
 class EnginePlan(Result):
@@ -137,40 +133,31 @@ def engine_plan(
 
 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
-    B, L = lay.block_size(config.block_size), config.max_model_len
-    page = lay.page_bytes(B)
+    L = config.max_model_len
     if given_gib is not None:
         act = nt = cg = None
-        avail = [int(given_gib * GIB)] * len(weights)
+        avail = [f.given_bytes(given_gib)] * len(weights)
         source = "given"
     else:
         act, nt, cg = overheads(spec, config, wd, calibration)
         u = config.gpu_memory_utilization
-        avail = [m.vllm_available_bytes(total, u, w, act, nt, cg) for w in weights]
+        avail = f.vllm_available(config, weights, total, act, nt, cg, u)
         source = "calibrated" if calibration else "derived"
-    blocks = [m.vllm_num_blocks(a, page, lay.rank_group_size(r)) for r, a in enumerate(avail)]
-    rank = min(range(len(blocks)), key=blocks.__getitem__)
-    n, a = blocks[rank], avail[rank]
+    r = f.vllm_figures(lay, config, avail, L)
+    B, page, rank, n, a = (
+        r[k] for k in ("block_size", "page_bytes", "rank", "num_gpu_blocks", "available_bytes")
+    )
+    tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
     lines = [f"Model loading took {weights[rank] / GIB:.4f} GiB"]
     if config.is_v1:
-        tokens = m.vllm_gpu_kv_cache_tokens(n, lay.report_block(B, L), groups)
-        per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
-        conc = m.vllm_max_concurrency(n, per_req, tokens, L)
-        layers = lay.rank_group_size(rank)
-        if config.pipeline_parallel_size > 1 and config.version_tuple < PP_CHECK_PER_RANK_FROM:
-            layers = sum(lay.rank_layers) if groups == 1 else layers
-        needed = per_req * page * layers
-        longest = m.vllm_longest_fitting_len(a, page, layers * groups, B)
-        refusal = m.vllm_v1_refusal(L, needed, a, longest)
+        refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
         lines += [
             f"Available KV cache memory: {a / GIB:.2f} GiB",
             f"GPU KV cache size: {tokens:,} tokens",
             f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
         ]
     else:
-        tokens = n * B
-        conc = tokens / L
         refusal = m.vllm_v0_refusal(L, n, B)
         lines += [
             f"KV cache memory: {a / GIB:.2f} GiB",
@@ -209,40 +196,35 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
 
 
 def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
-    cell = lay.cell_bytes()
-    P, L = config.page_size, config.max_model_len
-    lay.check_page(P)
-    cal = calibration or {}
+    L = config.max_model_len
     w = max(weights)
     if given_gib is not None:
-        rest, source = int(given_gib * GIB), "given"
+        rest, source = f.given_bytes(given_gib), "given"
         init_used = None
     else:
-        init_used = int(cal.get("init_used_bytes", non_torch_bytes(config.tensor_parallel_size, 1)))
-        sg_total = total - init_used  # SGLang's "total": free memory after its start-up
-        rest = m.sglang_rest_bytes(sg_total - w, sg_total, config.mem_fraction_static)
+        init_used = f.sglang_init_used(config, calibration)
+        rest = f.sglang_rest(weights, total, init_used, config.mem_fraction_static)
         source = "calibrated" if calibration else "derived"
-    tokens = m.sglang_max_total_tokens(rest, cell, P)
-    layers = max(lay.rank_layers)
+    r = f.sglang_figures(lay, config, rest, L)
+    tokens, k_size, cell, conc = (
+        r["tokens"],
+        r["k_size_bytes"],
+        r["cell_bytes"],
+        r["max_concurrency"],
+    )
     lines = [f"Load weight end. mem usage={w / GIB:.2f} GB"]
-    if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
-        k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
+    if lay.mla:
         lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
-    elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
-        full, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
+    elif lay.sglang_swa:
         lines.append(
-            f"Use Sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"
+            f"Use Sliding window memory pool. full_layer_tokens={tokens}, "
+            f"swa_layer_tokens={r['swa_tokens']}"
         )
-        tokens, k_size = full, None
     else:
-        k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
         lines.append(
             f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
             f"V size: {k_size / GIB:.2f} GB"
         )
-    conc = tokens / L
-    if config.max_running_requests:
-        conc = min(conc, config.max_running_requests)
     refusal = m.sglang_refusal(tokens)
     lines.append(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
@@ -271,7 +253,7 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         available_kv_cache_gib=round(rest / GIB, 2),
         kv_groups=1,
         page_bytes=cell,
-        num_gpu_blocks=tokens // P,
+        num_gpu_blocks=r["num_gpu_blocks"],
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,

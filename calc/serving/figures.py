@@ -1,0 +1,136 @@
+"""An engine's start-up figures from its memory, once for a single plan and for grids of plans.
+
+`engine_plan` (calc.serving.plan) evaluates these functions at one point with Python numbers;
+`engine_plan_grid` (calc.serving.grid) over numpy arrays of the grid's settings
+(gpu_memory_utilization, mem_fraction_static, max_model_len, a logged available memory). The
+arithmetic itself is calc.serving.memory's, one formula per function; this module only chains
+it: available memory per pipeline rank -> the limiting rank's blocks -> tokens, concurrency.
+No other module repeats the chain: tests/test_plan_unified.py checks that both paths agree.
+"""
+
+from __future__ import annotations
+
+from calc.plan_core import minimum
+from calc.serving import memory as m
+from calc.serving.overheads import non_torch_bytes
+
+GIB = 2**30
+# Before this release the one-request check (and its "estimated maximum model length") counted
+# every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1); the
+# per-rank check is what kv_cache_utils.get_kv_cache_configs does on main (assumed: 0.16.0).
+PP_CHECK_PER_RANK_FROM = (0, 16, 0)
+
+
+def _is_array(x) -> bool:
+    return getattr(x, "ndim", 0) > 0
+
+
+def given_bytes(available_kv_gib):
+    """A logged 'Available KV cache memory: X GiB' in bytes (truncated, as int())."""
+    if _is_array(available_kv_gib):
+        import numpy as np
+
+        return (np.asarray(available_kv_gib) * GIB).astype(np.int64)
+    return int(available_kv_gib * GIB)
+
+
+def _limiting(values, blocks):
+    """(rank, its blocks, values[rank]): the rank with the fewest blocks (the first on ties),
+    per grid point for arrays."""
+    if not any(_is_array(b) for b in blocks):
+        rank = min(range(len(blocks)), key=blocks.__getitem__)
+        return rank, blocks[rank], values[rank]
+    import numpy as np
+
+    stacked = np.stack(np.broadcast_arrays(*blocks))
+    rank = np.argmin(stacked, axis=0)  # the first minimum, as min() above
+    picked = np.stack([np.broadcast_to(v, stacked.shape[1:]) for v in values])
+
+    def at_rank(a):
+        return np.take_along_axis(a, rank[None], 0)[0]
+
+    return rank, at_rank(stacked), at_rank(picked)
+
+
+def vllm_figures(lay, config, available, max_model_len) -> dict:
+    """vLLM's figures from the available KV memory of each pipeline rank (`available`: one
+    value per rank). V1: blocks of the limiting rank, 'GPU KV cache size' tokens, 'Maximum
+    concurrency', the bytes one request of max_model_len needs and the longest that fits;
+    V0: '# GPU blocks' and tokens / max_model_len."""
+    B, L = lay.block_size(config.block_size), max_model_len
+    page = lay.page_bytes(B)
+    per_rank = [lay.rank_group_size(r) for r in range(len(available))]
+    blocks = [m.vllm_num_blocks(a, page, g) for a, g in zip(available, per_rank, strict=True)]
+    rank, n, a = _limiting(available, blocks)
+    groups = len(lay.groups)
+    out = {"block_size": B, "page_bytes": page, "rank": rank, "num_gpu_blocks": n}
+    out |= {"available_bytes": a, "kv_groups": groups}
+    tokens, conc, per_req = vllm_concurrency(lay, config, n, L)
+    out |= {"tokens": tokens, "max_concurrency": conc}
+    if not config.is_v1:
+        return out
+    layers = _limiting(per_rank, blocks)[2]
+    if config.pipeline_parallel_size > 1 and config.version_tuple < PP_CHECK_PER_RANK_FROM:
+        layers = sum(lay.rank_layers) if groups == 1 else layers
+    return out | {
+        "needed_bytes": per_req * page * layers,
+        "longest_len": m.vllm_longest_fitting_len(a, page, layers * groups, B),
+    }
+
+
+def vllm_concurrency(lay, config, num_blocks, max_model_len):
+    """(tokens, concurrency, blocks one request needs) for `num_blocks` blocks: V1's 'GPU KV
+    cache size' and 'Maximum concurrency'; V0's blocks x block_size and tokens / max_model_len
+    (no per-request blocks: None)."""
+    B, L = lay.block_size(config.block_size), max_model_len
+    if not config.is_v1:
+        tokens = num_blocks * B
+        return tokens, tokens / L, None
+    tokens = m.vllm_gpu_kv_cache_tokens(num_blocks, lay.report_block(B, L), len(lay.groups))
+    per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
+    return tokens, m.vllm_max_concurrency(num_blocks, per_req, tokens, L), per_req
+
+
+def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
+    """determine_available_memory per pipeline rank (each rank's own weights)."""
+    return [m.vllm_available_bytes(total, utilization, w, act, nt, cg) for w in weights]
+
+
+def sglang_init_used(config, calibration) -> int:
+    """Memory SGLang's start-up takes before it measures what is free (calibrated or the
+    non-torch estimate)."""
+    cal = calibration or {}
+    return int(cal.get("init_used_bytes", non_torch_bytes(config.tensor_parallel_size, 1)))
+
+
+def sglang_rest(weights, total, init_used, mem_fraction_static):
+    """profile_max_num_token's budget on the heaviest rank."""
+    sg_total = total - init_used  # SGLang's "total": free memory after its start-up
+    return m.sglang_rest_bytes(sg_total - max(weights), sg_total, mem_fraction_static)
+
+
+def sglang_figures(lay, config, rest, max_model_len) -> dict:
+    """SGLang's figures from the KV budget: max_total_num_tokens (the full layers' pool with
+    sliding-window pools), the K buffer size, pages and concurrency."""
+    cell, P = lay.cell_bytes(), config.page_size
+    lay.check_page(P)
+    tokens = m.sglang_max_total_tokens(rest, cell, P)
+    k_size = swa = None
+    if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
+        k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
+    elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
+        tokens, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
+    else:
+        layers = max(lay.rank_layers)
+        k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
+    conc = tokens / max_model_len
+    if config.max_running_requests:
+        conc = minimum(conc, config.max_running_requests)
+    return {
+        "cell_bytes": cell,
+        "tokens": tokens,
+        "swa_tokens": swa,
+        "k_size_bytes": k_size,
+        "num_gpu_blocks": tokens // P,
+        "max_concurrency": conc,
+    }
