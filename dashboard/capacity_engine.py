@@ -1,0 +1,176 @@
+"""The capacity page's Engine section: the same GPUs planned as vLLM or SGLang (a chosen
+release) computes them at start-up (calc.serving): its memory stack, KV tokens and concurrency
+at max_model_len, its start-up lines, and which one setting reaches a target concurrency
+(calc.serving.inverse). Called by dashboard/views/capacity.py with the page's model and GPUs."""
+
+import streamlit as st
+
+from calc import units
+from calc.limits import limit as size_limit
+from calc.serving.engine import DEFAULT_VERSION, KV_CACHE_DTYPES
+from dashboard import capacity_charts, plain, state, tables, ui
+from dashboard import capacity_data as cd
+
+
+def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[str]:
+    """vLLM / SGLang as that release plans these GPUs (hw: None, or tp: None, when the inputs
+    above are invalid: their error says why); returns its URL keys."""
+    st.subheader("Engine: the plan as vLLM or SGLang makes it at start-up", anchor=False)
+    names = list(cd.ENGINES)
+    c = st.columns(3)
+    with c[0]:
+        state.init("engine", "vllm", choices=names)
+        engine = st.selectbox("Engine", names, key=state.wkey("engine"), format_func=cd.ENGINES.get)
+    if engine == "kvcalc":
+        st.caption(
+            "kvcalc's generic plan is the rest of this page (vLLM-style, no engine release). "
+            "Pick vLLM or SGLang for the plan that release computes."
+        )
+        return ["engine"]
+    keys = ["engine", "ever", "ekv"]
+    versions = cd.ENGINE_VERSIONS[engine]
+    with c[1]:
+        state.init("ever", DEFAULT_VERSION[engine], choices=versions)
+        version = st.selectbox(
+            "Version",
+            versions,
+            key=state.wkey("ever"),
+            help="The releases where kvcalc's rules for this engine change; a release between "
+            "two plans as the one before it.",
+        )
+    with c[2]:
+        state.init("ekv", "auto", choices=KV_CACHE_DTYPES)
+        kv = st.selectbox(
+            "kv_cache_dtype",
+            KV_CACHE_DTYPES,
+            key=state.wkey("ekv"),
+            help="auto: the weights' dtype",
+        )
+    own = f"the model's context ({spec.max_position_embeddings:,})"
+    c = st.columns(4)
+    if engine == "vllm":
+        with c[0]:
+            frac = ui.optional_input(
+                "eutil",
+                "gpu_memory_utilization",
+                0.01,
+                1.0,
+                whole=False,
+                blank="the engine's default",
+                field="gpu_memory_utilization",
+            )
+        frac_name = "gpu_memory_utilization"
+        with c[2]:
+            seqs = ui.optional_input(
+                "eseqs",
+                "max_num_seqs",
+                1,
+                size_limit("max_num_seqs"),
+                whole=True,
+                blank="the release's default",
+                field="max_num_seqs",
+            )
+        with c[3]:
+            block = ui.int_input("eblock", "block_size", 16, field="block_size")
+        own_keys = ["eutil", "eseqs", "eblock"]
+        extra = dict(max_num_seqs=seqs, block_size=block)
+    else:
+        with c[0]:
+            frac = ui.optional_input(
+                "efrac",
+                "mem_fraction_static",
+                0.01,
+                0.99,
+                whole=False,
+                blank="the release's rule",
+                field="mem_fraction_static",
+            )
+        frac_name = "mem_fraction_static"
+        with c[2]:
+            seqs = ui.optional_input(
+                "eruns",
+                "max_running_requests",
+                1,
+                size_limit("batch"),
+                whole=True,
+                blank="no cap",
+                field="max_running_requests",
+            )
+        with c[3]:
+            page_size = ui.int_input("epage", "page_size", 1, field="block_size")
+        own_keys = ["efrac", "eruns", "epage"]
+        extra = dict(max_running_requests=seqs, page_size=page_size)
+    with c[1]:
+        mml = ui.optional_input(
+            "elen",
+            "max_model_len",
+            1,
+            size_limit("seq_len"),
+            whole=True,
+            blank=own,
+            field="max_model_len",
+        )
+    keys += [*own_keys, "elen"]
+    if hw is None or tp is None:  # the error above says why
+        return keys
+    with ui.guarded():
+        ui.require_valid_inputs()
+        settings = dict(
+            version=version,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=n_gpus // tp,
+            max_model_len=mml,
+            kv_cache_dtype=kv,
+            weight_dtype=wdtype,
+            **{frac_name: frac},
+            **extra,
+        )
+        p = cd.one_engine_plan(spec, hw, engine, **settings)
+        label = f"{cd.ENGINES[engine]} {p.version}"
+        if p.refusal:
+            st.error(plain.md(f"{label} refuses to start: {p.refusal}"))
+        else:
+            k = st.columns(4)
+            k[0].metric(
+                "KV cache per GPU",
+                units.iec_bytes(p.available_kv_cache_bytes),
+                help=f"{p.available_kv_cache_bytes:,} bytes",
+            )
+            what = "blocks" if engine == "vllm" else "pages"
+            k[1].metric(f"KV {what}", f"{p.num_gpu_blocks:,}")
+            k[2].metric("KV tokens", f"{p.gpu_kv_cache_tokens:,}")
+            k[3].metric(
+                f"Max concurrency at {p.max_model_len:,} tokens", f"{p.max_concurrency:.2f}x"
+            )
+            stack = cd.engine_stack_frame(p)
+            ui.show_chart(
+                ui.chart(capacity_charts.engine_memory_chart, stack),
+                stack,
+                "engine_memory",
+                f"{label} on {hw.label}, tp={p.tensor_parallel_size}, "
+                f"pp={p.pipeline_parallel_size}: per GPU (the rank with the fewest KV blocks). "
+                "free: what the engine leaves unused (1 − its memory fraction).",
+            )
+        st.caption(f"What {label} prints at start-up:")
+        st.code("\n".join(p.log_lines), language=None)
+
+        st.markdown(f"**Which {frac_name}, max_model_len or TP reaches a concurrency**")
+        c = st.columns([1, 1, 2])
+        with c[0]:
+            conc = ui.int_input("ec", "Target concurrency", 16, field="max_num_seqs")
+        with c[1]:
+            length = ui.int_input("el", "Tokens per request", p.max_model_len, field="seq_len")
+        keys += ["ec", "el"]
+        ui.require_valid_inputs()
+        inv = cd.engine_inverse_frame(
+            spec, hw, engine, conc, **{**settings, "max_model_len": length}
+        )
+        with c[2]:
+            ui.table(tables.engine_inverse(inv, conc, length))
+            ui.caption(
+                "Each row changes that one setting alone, the others as above: the smallest "
+                f"{frac_name} (to 0.01), the longest max_model_len, the fewest tensor-parallel "
+                f"GPUs per pipeline stage ({n_gpus // tp} stage"
+                f"{'s' if n_gpus // tp > 1 else ''})."
+            )
+    return keys
