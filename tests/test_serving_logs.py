@@ -121,3 +121,28 @@ def test_case_models_are_valid_specs():
     for case in CASES:
         if "model_config" in case or "preset" in case:
             assert case_spec(case).num_hidden_layers > 0
+
+
+def test_qwen3_next_tp2_fp8_token_line_is_whole_attention_blocks():
+    # vllm#26646 (0.11.0, Qwen3-Next-80B-A3B, TP2, fp8 KV): "GPU KV cache size: 90,048 tokens",
+    # "Maximum concurrency for 215,040 tokens per request: 1.66x". Written out from vLLM 0.11
+    # (models/config.py HybridAttentionMambaModelConfig, mamba_utils.gated_delta_net_state_shape,
+    # kv_cache_utils._report_kv_cache_config / get_max_concurrency_for_kv_cache_config):
+    conv = (2 * 16 * 128 + 32 * 128) // 2 * (4 - 1) * 2  # bf16 conv state on one of 2 ranks
+    recurrent = 32 // 2 * 128 * 128 * 2
+    per_token = 2 * (2 // 2) * 256 * 1  # K and V, one KV head a rank, fp8
+    block = 16 * cdiv(conv + recurrent, 16 * per_token)
+    assert block == 1072 and 90048 == 84 * block
+    assert 90048 % (16 * cdiv(conv + recurrent, 16 * 2 * 256 * 2)) != 0  # not a bf16 cache
+    per_request = cdiv(215040, block) + 3  # the full group + one page per linear group
+    for blocks in (338, 339):  # blocks // 4 groups = 84, concurrency printed 1.66
+        avail = blocks * block * per_token * 12  # 12 layers share a block slot
+        p = engine_plan("qwen3-next-80b-a3b", "h100-sxm", available_kv_gib=avail / 2**30,
+                        tensor_parallel_size=2, max_model_len=215040, kv_cache_dtype="fp8",
+                        version="0.11.0")  # fmt: skip
+        assert (p.num_gpu_blocks, p.gpu_kv_cache_tokens) == (blocks, 90048)
+        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "1.66"
+
+
+def cdiv(a, b):
+    return -(-a // b)

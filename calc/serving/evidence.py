@@ -21,7 +21,7 @@ from pathlib import Path
 from calc.presets import load_preset
 from calc.quant import parse_quantization_config
 from calc.serving.hardware import load_hardware
-from calc.serving.memory import sglang_k_size_bytes
+from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
@@ -151,24 +151,7 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
                 _interval(cid, "estimated maximum model length", e, _longest(lo), _longest(hi), x)
             )
     if "max_concurrency" in log:
-        n = (
-            log["num_gpu_blocks"]
-            if "num_gpu_blocks" in log
-            else (log["gpu_kv_cache_tokens"] // B * groups)
-        )
-        if cfg.is_v1:
-            conc = n / lay.blocks_per_request(L, B, cfg.max_num_batched_tokens)
-        else:
-            conc = n * B / L
-        out.append(
-            _eq(
-                cid,
-                "maximum concurrency",
-                f"{log['max_concurrency']:.2f}",
-                f"{conc:.2f}",
-                "from the logged blocks / tokens",
-            )
-        )
+        out.append(_concurrency(cid, log, cfg, lay, B, L))
     if log.get("refusal"):
         page_all = lay.page_bytes(B) * max(lay.rank_layers)
         n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
@@ -191,6 +174,33 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             out.append(_pct(cid, "activation_gib", round(act, 4), p.activation_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
     return out
+
+
+def _concurrency(cid, log, cfg, lay, B, L) -> Check:
+    """The concurrency line from the logged blocks, or tokens. With G KV-cache groups the token
+    line is blocks // G x block (the attention block, raised for a linear layer's state), so it
+    leaves G candidate block counts: the check is that the logged figure is one of theirs."""
+    want = f"{log['max_concurrency']:.2f}"
+    note = "from the logged blocks / tokens"
+    if not cfg.is_v1:
+        n = log["num_gpu_blocks"] if "num_gpu_blocks" in log else log["gpu_kv_cache_tokens"] // B
+        return _eq(cid, "maximum concurrency", want, f"{n * B / L:.2f}", note)
+    block = lay.block_size(B)
+    per_request = lay.blocks_per_request(L, block, cfg.max_num_batched_tokens)
+    if "num_gpu_blocks" in log:
+        candidates = [log["num_gpu_blocks"]]
+    else:
+        groups = len(lay.groups)
+        k = log["gpu_kv_cache_tokens"] // lay.report_block(block, L)
+        candidates = [k * groups + i for i in range(groups)]
+    got = sorted({f"{n / per_request:.2f}" for n in candidates})
+    if len(got) == 1:
+        return _eq(cid, "maximum concurrency", want, got[0], note)
+    note = (
+        f"{candidates[0]:,}..{candidates[-1]:,} blocks of {block} tokens, {per_request} a request"
+    )
+    verdict = "in interval" if want in got else "miss"
+    return Check(cid, "maximum concurrency", want, (got[0], got[-1]), verdict, note)
 
 
 def _other_rank(cid, label, logged, lo, hi, x, block, per_block) -> Check:
@@ -240,12 +250,44 @@ def _sglang(case: dict, spec: ModelSpec) -> list[Check]:
     hw = _gpu(case) or load_hardware("h100-sxm")
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
     t = log["max_total_num_tokens"]
+    out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
         kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
         want = f"{log['kv_size_gib']:.2f}"
-        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")]
+        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")] + out
     k = sglang_k_size_bytes(
         t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
     )
     want = f"{log['k_size_gib']:.2f}"
-    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")]
+    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
+
+
+def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
+    """#tokens from the logged free memory: "Load weight begin. avail mem" is SGLang's total
+    (the free memory after its distributed init, model_runner.init_torch_distributed), "Load
+    weight end. avail mem" what profile_max_num_token starts from; both printed to 0.01 GiB."""
+    log = case["logged"]
+    before = log.get("sglang_avail_before_weights_gib")
+    after = log.get("sglang_avail_after_weights_gib")
+    if before is None or after is None or lay.sglang_swa:
+        return []
+    f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
+    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + HALF) * GIB), f)
+    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - HALF) * GIB), f)
+    t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
+    t = log["max_total_num_tokens"]
+    verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
+    note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"
+    return [
+        Check(case["id"], "#tokens (from the logged avail mem)", t, (t_lo, t_hi), verdict, note)
+    ]
+
+
+def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
+    """'Load weight end ... mem usage=X GB': the load's allocation on one rank, 0.01 GiB."""
+    log = case["logged"]
+    if "weights_gib" not in log:
+        return []
+    wd = case.get("weight_dtype", "bf16")
+    p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
+    return [_pct(case["id"], "weights_gib", log["weights_gib"], p.weights_bytes / GIB)]
