@@ -68,7 +68,11 @@ def _gpu(case: dict):
     try:
         hw = load_hardware(case.get("gpu", ""))
     except ValueError:
-        return None
+        if "total_gpu_memory_gib" not in case:
+            return None
+        # a GPU the log does not name: only the memory CUDA reported is used (V0's sums and
+        # V1's batch defaults depend on nothing else)
+        hw = load_hardware("h100-sxm").model_copy(update={"name": case.get("gpu", "unknown")})
     if "total_gpu_memory_gib" in case:  # what CUDA reported in this log
         mib = round(case["total_gpu_memory_gib"] * 1024)
         hw = hw.model_copy(update={"driver_total_mib": mib})
@@ -172,6 +176,12 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         if "peak_torch_gib" in log and "weights_gib" in log:  # V0: the profile run's peak
             act = log["peak_torch_gib"] - log["weights_gib"]
             out.append(_pct(cid, "activation_gib", round(act, 4), p.activation_bytes / GIB))
+        if "activation_peak_gib" in log:  # 0.7+: "PyTorch activation peak memory takes X"
+            act = log["activation_peak_gib"]
+            out.append(_pct(cid, "activation_gib", act, p.activation_bytes / GIB))
+        if "non_torch_gib" in log and "peak_torch_gib" not in log:  # 0.7+: the increase
+            nt = log["non_torch_gib"]
+            out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
     return out
 
@@ -236,6 +246,16 @@ def _longest(plan) -> int:
     line = plan.refusal or ""
     key = "estimated maximum model length is "
     return int(line[line.find(key) + len(key) :].split(".")[0]) if key in line else -1
+
+
+NON_TORCH_TARGET_GIB = 0.1  # a term of a few hundredths of a GiB: judged in GiB, not percent
+
+
+def _abs(cid, key, logged, mine) -> Check:
+    err = mine - logged
+    verdict = "within target" if abs(err) <= NON_TORCH_TARGET_GIB else "miss"
+    note = f"{err:+.3f} GiB (target {NON_TORCH_TARGET_GIB} GiB)"
+    return Check(cid, key, logged, round(mine, 4), verdict, note)
 
 
 def _pct(cid, key, logged, mine) -> Check:
