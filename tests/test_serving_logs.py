@@ -32,7 +32,12 @@ def test_at_least_twenty_public_logs_cover_the_categories():
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_every_modelled_count_matches_its_log(case):
     for check in evaluate(case):
-        if check.figure in ("weights_gib", "available_kv_cache_gib", "activation_gib"):
+        if check.figure in (
+            "weights_gib",
+            "available_kv_cache_gib",
+            "activation_gib",
+            "non_torch_gib",
+        ):
             continue  # first-principles estimates: reported by benchmarks/engine_logs.py
         if (check.case, check.figure) in EXPECTED_MISSES:
             assert check.verdict == "miss"
@@ -121,3 +126,45 @@ def test_case_models_are_valid_specs():
     for case in CASES:
         if "model_config" in case or "preset" in case:
             assert case_spec(case).num_hidden_layers > 0
+
+
+def test_qwen3_next_tp2_fp8_token_line_is_whole_attention_blocks():
+    # vllm#26646 (0.11.0, Qwen3-Next-80B-A3B, TP2, fp8 KV): "GPU KV cache size: 90,048 tokens",
+    # "Maximum concurrency for 215,040 tokens per request: 1.66x". Written out from vLLM 0.11
+    # (models/config.py HybridAttentionMambaModelConfig, mamba_utils.gated_delta_net_state_shape,
+    # kv_cache_utils._report_kv_cache_config / get_max_concurrency_for_kv_cache_config):
+    conv = (2 * 16 * 128 + 32 * 128) // 2 * (4 - 1) * 2  # bf16 conv state on one of 2 ranks
+    recurrent = 32 // 2 * 128 * 128 * 2
+    per_token = 2 * (2 // 2) * 256 * 1  # K and V, one KV head a rank, fp8
+    block = 16 * cdiv(conv + recurrent, 16 * per_token)
+    assert block == 1072 and 90048 == 84 * block
+    assert 90048 % (16 * cdiv(conv + recurrent, 16 * 2 * 256 * 2)) != 0  # not a bf16 cache
+    per_request = cdiv(215040, block) + 3  # the full group + one page per linear group
+    for blocks in (338, 339):  # blocks // 4 groups = 84, concurrency printed 1.66
+        avail = blocks * block * per_token * 12  # 12 layers share a block slot
+        p = engine_plan("qwen3-next-80b-a3b", "h100-sxm", available_kv_gib=avail / 2**30,
+                        tensor_parallel_size=2, max_model_len=215040, kv_cache_dtype="fp8",
+                        version="0.11.0")  # fmt: skip
+        assert (p.num_gpu_blocks, p.gpu_kv_cache_tokens) == (blocks, 90048)
+        assert f"{p.max_concurrency:.2f}" == f"{blocks / per_request:.2f}" == "1.66"
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def test_v07_profile_sum_counts_only_the_profile_runs_non_torch_increase():
+    # oracle-samples troubleshooting-tips.md (vLLM 0.7.x V0, Llama-3.1-8B): "total_gpu_memory
+    # (22.07GiB) x gpu_memory_utilization (0.90) = 19.86GiB"; "model weights take 14.99GiB;
+    # non_torch_memory takes 0.05GiB; PyTorch activation peak memory takes 0.22GiB; the rest of
+    # the memory reserved for KV Cache is 4.60GiB": 19.86 - 14.99 - 0.05 - 0.22 = 4.60, the
+    # CUDA context (resident before the baseline snapshot) is not subtracted
+    from calc.serving.memory import vllm_available_bytes
+
+    got = vllm_available_bytes(22.07 * 2**30, 0.90, 14.99 * 2**30, 0.22 * 2**30, 0.05 * 2**30, 0)
+    assert round(got / 2**30, 2) == 4.60
+    case = next(c for c in CASES if c["id"] == "vllm-aqua-llama31-8b-131k-v0-profile")
+    (check,) = [c for c in evaluate(case) if c.figure == "non_torch_gib"]
+    assert abs(check.kvcalc - 0.05) <= 0.1  # the 1 GiB reserve of 0.6.4 and before is not
+    old = engine_plan("llama-3.1-8b", "rtx-3090", version="0.6.4", max_model_len=20000)
+    assert old.non_torch_bytes == 2**30  # vllm-10517 (0.6.4) logged 0.35 GiB: all non-torch

@@ -22,7 +22,7 @@ from calc.presets import load_preset
 from calc.quant import parse_quantization_config
 from calc.serving import figures
 from calc.serving.hardware import load_hardware
-from calc.serving.memory import sglang_k_size_bytes
+from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
@@ -69,7 +69,11 @@ def _gpu(case: dict):
     try:
         hw = load_hardware(case.get("gpu", ""))
     except ValueError:
-        return None
+        if "total_gpu_memory_gib" not in case:
+            return None
+        # a GPU the log does not name: only the memory CUDA reported is used (V0's sums and
+        # V1's batch defaults depend on nothing else)
+        hw = load_hardware("h100-sxm").model_copy(update={"name": case.get("gpu", "unknown")})
     if "total_gpu_memory_gib" in case:  # what CUDA reported in this log
         mib = round(case["total_gpu_memory_gib"] * 1024)
         hw = hw.model_copy(update={"driver_total_mib": mib})
@@ -152,21 +156,7 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
                 _interval(cid, "estimated maximum model length", e, _longest(lo), _longest(hi), x)
             )
     if "max_concurrency" in log:
-        n = (
-            log["num_gpu_blocks"]
-            if "num_gpu_blocks" in log
-            else (log["gpu_kv_cache_tokens"] // B * groups)
-        )
-        conc = figures.vllm_concurrency(lay, cfg, n, L)[1]
-        out.append(
-            _eq(
-                cid,
-                "maximum concurrency",
-                f"{log['max_concurrency']:.2f}",
-                f"{conc:.2f}",
-                "from the logged blocks / tokens",
-            )
-        )
+        out.append(_concurrency(cid, log, cfg, lay, B, L))
     if log.get("refusal"):
         page_all = lay.page_bytes(B) * max(lay.rank_layers)
         n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
@@ -187,8 +177,41 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         if "peak_torch_gib" in log and "weights_gib" in log:  # V0: the profile run's peak
             act = log["peak_torch_gib"] - log["weights_gib"]
             out.append(_pct(cid, "activation_gib", round(act, 4), p.activation_bytes / GIB))
+        if "activation_peak_gib" in log:  # 0.7+: "PyTorch activation peak memory takes X"
+            act = log["activation_peak_gib"]
+            out.append(_pct(cid, "activation_gib", act, p.activation_bytes / GIB))
+        if "non_torch_gib" in log and "peak_torch_gib" not in log:  # 0.7+: the increase
+            nt = log["non_torch_gib"]
+            out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
     return out
+
+
+def _concurrency(cid, log, cfg, lay, B, L) -> Check:
+    """The concurrency line from the logged blocks, or tokens, through figures.vllm_concurrency
+    (what engine_plan prints). With G KV-cache groups the token line is blocks // G x block
+    (the attention block, raised for a linear layer's state), so it leaves G candidate block
+    counts: the check is that the logged figure is one of theirs."""
+    want = f"{log['max_concurrency']:.2f}"
+    note = "from the logged blocks / tokens"
+    if "num_gpu_blocks" in log:
+        candidates = [log["num_gpu_blocks"]]
+    elif not cfg.is_v1:
+        candidates = [log["gpu_kv_cache_tokens"] // B]
+    else:
+        groups = len(lay.groups)
+        k = log["gpu_kv_cache_tokens"] // lay.report_block(lay.block_size(B), L)
+        candidates = [k * groups + i for i in range(groups)]
+    got = sorted({f"{figures.vllm_concurrency(lay, cfg, n, L)[1]:.2f}" for n in candidates})
+    if len(got) == 1:
+        return _eq(cid, "maximum concurrency", want, got[0], note)
+    per_request = figures.vllm_concurrency(lay, cfg, candidates[0], L)[2]
+    note = (
+        f"{candidates[0]:,}..{candidates[-1]:,} blocks of {lay.block_size(B)} tokens, "
+        f"{per_request} a request"
+    )
+    verdict = "in interval" if want in got else "miss"
+    return Check(cid, "maximum concurrency", want, (got[0], got[-1]), verdict, note)
 
 
 def _other_rank(cid, label, logged, lo, hi, x, block, per_block) -> Check:
@@ -226,6 +249,16 @@ def _longest(plan) -> int:
     return int(line[line.find(key) + len(key) :].split(".")[0]) if key in line else -1
 
 
+NON_TORCH_TARGET_GIB = 0.1  # a term of a few hundredths of a GiB: judged in GiB, not percent
+
+
+def _abs(cid, key, logged, mine) -> Check:
+    err = mine - logged
+    verdict = "within target" if abs(err) <= NON_TORCH_TARGET_GIB else "miss"
+    note = f"{err:+.3f} GiB (target {NON_TORCH_TARGET_GIB} GiB)"
+    return Check(cid, key, logged, round(mine, 4), verdict, note)
+
+
 def _pct(cid, key, logged, mine) -> Check:
     err = 100 * (mine - logged) / abs(logged)
     verdict = "within target" if abs(err) <= TARGETS[key] else "miss"
@@ -238,12 +271,44 @@ def _sglang(case: dict, spec: ModelSpec) -> list[Check]:
     hw = _gpu(case) or load_hardware("h100-sxm")
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
     t = log["max_total_num_tokens"]
+    out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
         kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
         want = f"{log['kv_size_gib']:.2f}"
-        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")]
+        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")] + out
     k = sglang_k_size_bytes(
         t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
     )
     want = f"{log['k_size_gib']:.2f}"
-    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")]
+    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
+
+
+def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
+    """#tokens from the logged free memory: "Load weight begin. avail mem" is SGLang's total
+    (the free memory after its distributed init, model_runner.init_torch_distributed), "Load
+    weight end. avail mem" what profile_max_num_token starts from; both printed to 0.01 GiB."""
+    log = case["logged"]
+    before = log.get("sglang_avail_before_weights_gib")
+    after = log.get("sglang_avail_after_weights_gib")
+    if before is None or after is None or lay.sglang_swa:
+        return []
+    f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
+    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + HALF) * GIB), f)
+    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - HALF) * GIB), f)
+    t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
+    t = log["max_total_num_tokens"]
+    verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
+    note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"
+    return [
+        Check(case["id"], "#tokens (from the logged avail mem)", t, (t_lo, t_hi), verdict, note)
+    ]
+
+
+def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
+    """'Load weight end ... mem usage=X GB': the load's allocation on one rank, 0.01 GiB."""
+    log = case["logged"]
+    if "weights_gib" not in log:
+        return []
+    wd = case.get("weight_dtype", "bf16")
+    p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
+    return [_pct(case["id"], "weights_gib", log["weights_gib"], p.weights_bytes / GIB)]

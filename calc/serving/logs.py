@@ -3,7 +3,7 @@
 `parse_log(text)` returns a dict with the keys of a benchmarks/engine_logs case's [logged]
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
-max_total_num_tokens, kv_cache_capacity_tokens, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
+max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
 sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
 "Worker_TP0", "TP0 ") wins, else the first occurrence.
@@ -21,13 +21,17 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
     "available_kv_cache_gib": re.compile(rf"Available KV cache memory: {_NUM} GiB"),
     "gpu_kv_cache_tokens": re.compile(rf"GPU KV cache size: {_NUM} tokens"),
-    "num_gpu_blocks": re.compile(rf"# GPU blocks: {_NUM}"),
+    "num_gpu_blocks": re.compile(rf"# (?:GPU|CUDA) blocks: {_NUM}"),
     "max_concurrency": re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {_NUM}x"),
     "peak_torch_gib": re.compile(rf"peak_torch_memory={_NUM}GiB"),
-    "non_torch_gib": re.compile(rf"non_torch_memory={_NUM}GiB"),
-    "total_gpu_memory_gib": re.compile(rf"total_gpu_memory={_NUM}GiB"),
-    "v0_kv_cache_gib": re.compile(rf"kv_cache_size={_NUM}GiB"),
-    "gpu_memory_utilization": re.compile(rf"gpu_memory_utilization={_NUM}"),
+    # 0.6.4's "Memory profiling results: k=v" line, and the 0.7+ sentences
+    "non_torch_gib": re.compile(rf"non_torch_memory(?:=| takes ){_NUM}GiB"),
+    "activation_peak_gib": re.compile(rf"PyTorch activation peak memory takes {_NUM}GiB"),
+    "total_gpu_memory_gib": re.compile(rf"total_gpu_memory(?:=| \(){_NUM}GiB"),
+    "v0_kv_cache_gib": re.compile(
+        rf"(?:kv_cache_size=|the rest of the memory reserved for KV Cache is ){_NUM}GiB"
+    ),
+    "gpu_memory_utilization": re.compile(rf"gpu_memory_utilization(?:=| \(){_NUM}"),
     "needed_kv_cache_gib": re.compile(rf"\({_NUM} GiB KV cache is needed"),
     "refused_available_gib": re.compile(rf"available KV cache memory \({_NUM} GiB\)"),
     "estimated_max_model_len": re.compile(rf"estimated maximum model length is {_NUM}"),

@@ -20,6 +20,24 @@ from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
 CUDAGRAPH_SUBTRACTED_FROM = (0, 21, 0)  # vLLM subtracts its CUDA-graph estimate from here on
+# From these releases vLLM's non-torch term is only what the profile run added to the memory
+# outside torch, counted from a snapshot taken before it (vllm/utils.py memory_profiling with a
+# baseline; the worker's "non_torch_memory takes X GiB"): the CUDA context and whatever else was
+# resident before are no longer subtracted. V0: vllm PR #11809 / #12126 ("[core] further polish
+# memory profiling", merged 2025-01-16, whose log shows "non_torch_memory takes 0.16GiB" on an
+# H100), first in 0.7.0 (2025-01-27). V1: vllm PR #19312 "[V1] Reuse V0's memory_profiling util
+# for gpu worker memory profiling" (June 2025; before it V1 subtracted all memory used outside
+# torch allocations), assumed first in 0.9.2, the first release after 0.9.1 (2025-06-10).
+NON_TORCH_INCREASE_V0_FROM = (0, 7, 0)
+NON_TORCH_INCREASE_V1_FROM = (0, 9, 2)
+# What the profile run adds outside torch on one GPU is not fixed by vLLM's source (cuBLAS
+# workspaces, CUDA modules loaded for the first kernels run). Published single-GPU lines of those
+# releases print 0.01-0.16 GiB (vllm PR #12126: 0.16 on an H100; oracle-samples AI Quick Actions
+# troubleshooting-tips.md: 0.05, benchmarks/engine_logs/vllm-aqua-*): kvcalc takes 0.1 GiB, an
+# estimate from logs (calibration, not first principles). With TP / PP the increase also holds
+# NCCL and custom all-reduce buffers: no published breakdown yet, so calc.capacity's multi-GPU
+# reserve stays.
+NON_TORCH_INCREASE_BYTES = GIB // 10
 
 
 def non_torch_bytes(tp: int, pp: int) -> int:
@@ -27,6 +45,17 @@ def non_torch_bytes(tp: int, pp: int) -> int:
     return (
         DEFAULT_RUNTIME_RESERVE_BYTES if tp * pp == 1 else DEFAULT_RUNTIME_RESERVE_MULTI_GPU_BYTES
     )
+
+
+def vllm_non_torch_bytes(config) -> int:
+    """The non-torch term of vLLM's sum on one GPU: the profile run's increase from the
+    releases that count from a baseline (NON_TORCH_INCREASE_*_FROM), else calc.capacity's
+    reserve for all memory outside torch."""
+    tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+    start = NON_TORCH_INCREASE_V1_FROM if config.is_v1 else NON_TORCH_INCREASE_V0_FROM
+    if tp * pp == 1 and config.version_tuple >= start:
+        return NON_TORCH_INCREASE_BYTES
+    return non_torch_bytes(tp, pp)
 
 
 def _v0_dense(spec, config) -> bool:
@@ -44,7 +73,7 @@ def _v0_dense(spec, config) -> bool:
 def overheads(spec, config, wd, calibration):
     """(activation, non-torch, CUDA graphs) per GPU: calibrated, or estimated."""
     cal = calibration or {}
-    tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+    tp = config.tensor_parallel_size
     if "non_kv_overhead_bytes" in cal:
         return int(cal["non_kv_overhead_bytes"]), 0, 0
     if "activation_bytes_per_batched_token" in cal:
@@ -69,4 +98,4 @@ def overheads(spec, config, wd, calibration):
     cg = 0
     if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
         cg = int(config.cudagraph_memory_gib * GIB)
-    return act, non_torch_bytes(tp, pp), cg
+    return act, vllm_non_torch_bytes(config), cg
