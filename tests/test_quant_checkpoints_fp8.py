@@ -148,3 +148,26 @@ def test_kimi_k2_5_e_score_buffers_are_its_f32_values():
     spec = calc.load_preset("kimi-k2")
     assert 60 * 384 == 23_040
     assert calc.weight_bytes_breakdown(spec)["router:e_score_correction_bias"] == 23_040 * 4
+
+
+def test_autofp8_per_tensor_static_llama_3_8b_written_out():
+    """RedHatAI/Meta-Llama-3-8B-Instruct-FP8 (AutoFP8, quantization_config {"quant_method": "fp8",
+    "activation_scheme": "static"}): its index lists, for each of the 7 block linears of 32
+    layers, weight (fp8, out x in), weight_scale and input_scale (one fp32 value each); the
+    embedding, lm_head and norms stay bf16. Llama 3 8B: hidden 4096, 8 KV heads of 128, MLP
+    14336, vocabulary 128256."""
+    index = json.loads(
+        (FIXTURES / "checkpoints" / "meta-llama-3-8b-instruct-fp8" / "index.json").read_text()
+    )
+    keys = index["key_counts_by_suffix"]
+    assert keys["model.layers.*.mlp.down_proj.weight_scale"] == keys["lm_head.weight"] * 32
+    assert not any(k.startswith("lm_head.") and k != "lm_head.weight" for k in keys)
+    h, kv, f, L, V = 4096, 1024, 14336, 32, 128256
+    shapes = [(h, h), (kv, h), (kv, h), (h, h), (f, h), (f, h), (h, f)]  # (out, in)
+    layer = sum(o * i + 4 + 4 for o, i in shapes) + 2 * h * 2  # + two bf16 norms
+    assert L * layer + 2 * V * h * 2 + h * 2 == index["total_size"] == 9_081_202_432
+    cfg = json.loads(
+        (FIXTURES / "checkpoints" / "meta-llama-3-8b-instruct-fp8" / "config.json").read_text()
+    )
+    parts = calc.weight_bytes_breakdown(calc.from_hf_config(cfg))
+    assert sum(v for k, v in parts.items() if k.endswith((":scales", ":act_scales"))) == L * 7 * 8
