@@ -108,9 +108,15 @@ def _extras(spec: ModelSpec) -> dict[str, int]:
 
 
 def _mtp_extras(spec: ModelSpec) -> int:
-    """One MTP module besides its matrices: its block's norms (and MLA's latent norms), enorm,
-    hnorm and the shared head's norm (DeepSeek-V3 report §2.2; its checkpoint's layer 61)."""
+    """One MTP module besides its matrices: its block's norms (q/k norms, MLA's latent norms),
+    enorm, hnorm and the shared head's norm (DeepSeek-V3 report §2.2; its checkpoint's layer 61;
+    GLM-4.5's layer 92 is a Glm4MoeDecoderLayer, q_norm / k_norm with use_qk_norm)."""
     block = spec.norms_per_block * norm_params(spec)
+    d = spec.head_dim
+    if spec.qk_norm == "head":
+        block += 2 * d
+    elif spec.qk_norm == "full":
+        block += (spec.num_attention_heads + spec.n_kv_heads) * d
     if spec.is_mla:
         block += (spec.q_lora_rank or 0) + spec.kv_lora_rank
     if spec.attention_types[-1] == "indexed_attention":  # its indexer's k_norm

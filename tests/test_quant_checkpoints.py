@@ -40,6 +40,7 @@ EXACT = [
     "wizardlm-2-8x22b",
     "gpt-oss-20b",  # MXFP4 experts (_blocks + _scales), bf16 attention, router, biases, sinks
     "llama-3.1-8b-networks-bnb-int8",  # bitsandbytes 8-bit: int8 weight + SCB + weight_format
+    "meta-llama-3-8b-instruct-fp8",  # AutoFP8: fp8 weight, fp32 weight_scale and input_scale
 ]
 
 

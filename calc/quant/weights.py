@@ -16,9 +16,18 @@ unquantized matrices, sinks, convs). Which matrices a method quantizes:
 Stored KV-cache scales (ModelOpt k_scale / v_scale, compressed-tensors kv_cache_scheme) are
 `kv_scales`. Labels: "<component>" holds base-dtype bytes, "<component>:<part>" quantized parts.
 
-But: a checkpoint's extra modules (vision towers, MTP layers unless spec.include_mtp) are not
-in the spec and so not counted; bitsandbytes double quantization is exact only up to the JSON
-length of each matrix's nested_offset float (see layout.BNB_NESTED_OFFSET_CHARS).
+A checkpoint also stores what param_count leaves out (checkpoint_extras): its multi-token-
+prediction layers whenever `num_nextn_predict_layers` > 0, whatever spec.include_mtp says
+(DeepSeek-V3/R1 and GLM-4.5 store them as layers L, L + 1, ..., each with its own copy of
+embed_tokens and shared_head.head, in the base dtype; eh_proj is never quantized), and
+DeepSeek-V3 / GLM-4.5's fp32 `e_score_correction_bias` buffers (label
+"router:e_score_correction_bias"). tests/test_quant_checkpoints_fp8.py checks both against the
+Hub's per-dtype counts of deepseek-ai/DeepSeek-R1, DeepSeek-V3 and zai-org/GLM-4.5-Air.
+
+But: a checkpoint's vision towers are not in the spec and so not counted; KV-cache scales are
+counted for the decoder layers only (no checkpoint with both stored KV scales and an MTP layer
+has been checked); bitsandbytes double quantization is exact only up to the JSON length of each
+matrix's nested_offset float (see layout.BNB_NESTED_OFFSET_CHARS).
 """
 
 from __future__ import annotations
@@ -116,11 +125,17 @@ def take(left: dict[str, int], x: Linear, parts: Parts, copies: int) -> None:
 def _quantizable(q: QuantConfig, spec: ModelSpec, x: Linear) -> bool:
     """Would the method convert this matrix, before the config's own skip lists?"""
     m = q.method
+    if x.module.endswith("eh_proj"):
+        # DeepSeek / GLM's MTP projection is a plain torch nn.Linear where engines load it
+        # (vLLM deepseek_mtp.py, glm4_moe_mtp.py; SGLang deepseek_nextn.py), never quantized:
+        # DeepSeek-V3/R1's F8_E4M3 count is exactly their other matrices (test_quant_checkpoints_fp8)
+        return False
     if x.component == "lm_head":
         return q.quantize_lm_head if m == "gptq" else m not in ("awq", "mxfp4")
     if m == "mxfp4":
         return x.routed
-    if x.component == "router" or x.module.endswith("shared_expert_gate"):
+    if x.component == "router" or x.module.endswith(("mlp.gate", "shared_expert_gate")):
+        # (an MTP layer's router is labelled "mtp" but named mlp.gate)
         return m not in ("gptq", "modelopt") and spec.family in ROUTER_IS_LINEAR
     if m == "gptq" and q.only_modules is not None:
         return re.sub(r"\.\d+\.", ".", x.module) in {
@@ -165,11 +180,51 @@ def _entries(spec: ModelSpec, q: QuantConfig):
         yield head, scheme, 1, (("lm_head", head.numel),)
 
 
+MTP_TABLE_COPIES = 2  # embed_tokens and shared_head.head, stored again in each MTP layer
+E_SCORE_BIAS_BYTES = 4  # transformers DeepseekV3 / Glm4Moe: _keep_in_fp32_modules_strict
+
+
+def checkpoint_spec(spec: ModelSpec) -> ModelSpec:
+    """The spec of what a checkpoint of this model stores: its MTP layers included whenever it has
+    any (`num_nextn_predict_layers` > 0), whatever `include_mtp` says for parameter counts."""
+    if not spec.num_nextn_predict_layers or spec.include_mtp:
+        return spec
+    memo = spec.memo
+    if "checkpoint_spec" not in memo:
+        memo["checkpoint_spec"] = spec.replace(include_mtp=True)
+    return memo["checkpoint_spec"]
+
+
+def checkpoint_extras(spec: ModelSpec) -> tuple[int, int]:
+    """(values in the base dtype, fp32 values) a checkpoint stores beyond param_breakdown of its
+    checkpoint_spec: each MTP layer's own copies of the V x h embedding and output head
+    (deepseek-ai/DeepSeek-V3 and R1 store model.layers.61.embed_tokens and .shared_head.head,
+    zai-org/GLM-4.5-Air model.layers.46.*: the Hub's BF16 counts hold two V x h tables more
+    than the model), and the fp32 e_score_correction_bias buffer, one value per routed expert of
+    every MoE layer, MTP layers included (transformers modeling_deepseek_v3.py /
+    modeling_glm4_moe.py register it as an nn.Buffer kept in fp32; the Hub's F32 counts)."""
+    n = spec.num_nextn_predict_layers if spec.include_mtp else 0
+    tables = n * MTP_TABLE_COPIES * spec.vocab_size * spec.hidden_size
+    buffers = 0
+    if spec.e_score_correction_bias and spec.is_moe:
+        moe = sum(1 for _, mlp in spec.layer_kinds if mlp == "sparse")
+        moe += n if spec.mlp_types[-1] == "sparse" else 0  # an MTP block is like the last layer
+        buffers = moe * spec.num_local_experts
+    return tables, buffers
+
+
 def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, int]:
+    kv_layers = sum(1 for t in spec.attention_types if t != "linear_attention")
+    spec = checkpoint_spec(spec)
     params = param_breakdown(spec)
     base = dtype_bytes(dtype)
+    tables, buffers = checkpoint_extras(spec)
+    params["mtp"] += tables
     if q is None:
-        return {c: n * base for c, n in params.items() if c in COMPONENTS}
+        result = {c: n * base for c, n in params.items() if c in COMPONENTS}
+        if buffers:
+            result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
+        return result
     out: dict[str, int] = {}
     left = dict(params)
     for x, s, copies, parts in _entries(spec, q):
@@ -193,10 +248,11 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
             ),
         )
     )
+    if buffers:
+        result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
     if q.kv_cache is not None:
-        layers = sum(1 for t in spec.attention_types if t != "linear_attention")
         result["kv_scales"] = checkpoint_kv_scale_bytes(
-            q.kv_cache, layers=layers, kv_heads=spec.n_kv_heads, head_dim=spec.head_dim
+            q.kv_cache, layers=kv_layers, kv_heads=spec.n_kv_heads, head_dim=spec.head_dim
         )
     return result
 
@@ -223,7 +279,11 @@ def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[st
 
 
 def weight_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
-    """Bytes of every tensor the checkpoint stores (a safetensors index's `total_size`)."""
+    """Bytes of every tensor the checkpoint stores (a safetensors index's `total_size`).
+
+    That includes a model's MTP layers whenever `num_nextn_predict_layers` > 0 (with the copies
+    of the embedding and head each stores) and fp32 buffers such as e_score_correction_bias,
+    though calc.param_count leaves them out (MTP layers only with `include_mtp`)."""
     d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
     key = ("weight_bytes_total", d)
     memo = spec.memo
