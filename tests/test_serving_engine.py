@@ -129,19 +129,35 @@ def test_nothing_available_is_refused_in_vllm_words():
     assert p.refusal.startswith("No available memory for the cache blocks")
 
 
-def test_sglang_tp_table_ends_where_its_prs_end_it():
-    # sglang's history (python/sglang/version.py bumps that have the PR commit as an ancestor):
-    # PR #5604 "Enhance GPU memory settings" (e69a219) is first in v0.4.5.post3: GPUs of
-    # > 96 * 1024 MB leave the tp table; PR #7054 "Simplify the heuristics for setting
-    # --mem-fraction-static" (6b12d6a) is first in v0.4.7.post1 and drops the table
+def test_sglang_mem_fraction_default_by_release():
+    # python/sglang/srt/server_args.py ServerArgs.__post_init__ at each version bump in sglang's
+    # history (gpu_mem: nvidia-smi memory.total, MiB). v0.4.5.post2: the tp table only.
+    h200 = 139.8  # GiB: 143,155 MiB
     before = engine_config(
-        "sglang", version="0.4.5.post2", gpu_memory_gib=139.8, tensor_parallel_size=8
+        "sglang", version="0.4.5.post2", gpu_memory_gib=h200, tensor_parallel_size=8
     )
-    assert before.mem_fraction_static == 0.81  # the table: tp >= 8
-    with pytest.raises(ValueError, match="on a GPU of more than 96 GB"):
-        engine_config("sglang", version="0.4.5.post3", gpu_memory_gib=139.8)
-    small = engine_config("sglang", version="0.4.7", gpu_memory_gib=79.2, tensor_parallel_size=8)
-    assert small.mem_fraction_static == 0.81
+    assert before.mem_fraction_static == 0.81  # "tp_size >= 8: 0.81"
+    # v0.4.5.post3 (#5604): the table if gpu_mem <= 81920, else (gpu_mem - 1024 * 13) / gpu_mem
+    mem = h200 * 1024
+    cfg = engine_config("sglang", version="0.4.6", gpu_memory_gib=h200, tensor_parallel_size=8)
+    assert cfg.mem_fraction_static == (mem - 13312) / mem
+    h100 = engine_config("sglang", version="0.4.6", gpu_memory_gib=79.6, tensor_parallel_size=8)
+    assert h100.mem_fraction_static == 0.81
+    # v0.4.6.post2 (#5893, #5724): the table by tp x pp up to 81920 MiB, else 0.88; above 96 GiB
+    # min(f + 48 * 1024 * (1 - f) / gpu_mem, (gpu_mem - 1024 * 18) / gpu_mem)
+    cfg = engine_config("sglang", version="0.4.6.post2", gpu_memory_gib=h200)
+    assert cfg.mem_fraction_static == min(0.88 + 48 * 1024 * 0.12 / mem, (mem - 18432) / mem)
+    pp = engine_config(
+        "sglang", version="0.4.6.post2", gpu_memory_gib=79.6, tensor_parallel_size=2,
+        pipeline_parallel_size=2,
+    )  # fmt: skip
+    assert pp.mem_fraction_static == 0.85  # parallel_size 4
+    nvl = engine_config("sglang", version="0.4.7", gpu_memory_gib=93.0)  # 95,232 MiB
+    assert nvl.mem_fraction_static == 0.88
+    # v0.4.7 (#6718): gpu_mem > 180 * 1000 on CUDA: 0.79
+    b200 = engine_config("sglang", version="0.4.7", gpu_memory_gib=178.4)  # 182,682 MiB
+    assert b200.mem_fraction_static == 0.79
+    # v0.4.7.post1 (#7054): a reserve from chunked_prefill_size and cuda_graph_max_bs
     with pytest.raises(
         ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7.post1"
     ):

@@ -19,18 +19,18 @@ vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
   0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
 SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
-0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ of the 0.4
-series (read in stored copies of 0.4-era server_args.py; releases before 0.4 used 0.83 for tp >= 8,
-not modelled). Then the GPU's memory entered: sglang PR #5604 "Enhance GPU memory settings"
-(e69a219, first in v0.4.5.post3) keeps the table on GPUs of <= 96 GB only and reserves a fixed
-amount on larger ones (tuned in #5893, first in v0.4.6.post2, and #6718 for B200, first in
-v0.4.7); PR #7054 "Simplify the heuristics for setting --mem-fraction-static" (6b12d6a, first in
-v0.4.7.post1) replaced the table by a reserve from chunked_prefill_size and cuda_graph_max_bs,
-made more general again in PR #10975 (first in v0.5.3rc2). Each "first in" is the oldest
-version-bump commit of python/sglang/version.py that has the PR's commit as an ancestor, in
-sglang's history (read in the kvcache-ai/sglang_awq fork, which carries it to 2025-12). kvcalc
-models the table
-only: elsewhere pass mem_fraction_static (the error says so).
+0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ from v0.4.0
+(v0.3.6 had 0.82 for tp >= 8, not modelled). Then the GPU's memory entered: PR #5604 "Enhance
+GPU memory settings" (e69a219, first in v0.4.5.post3) keeps the table on GPUs of <= 81920 MiB
+and takes (mem - 13 GiB) / mem on larger ones; #5893 and #5724 (first in v0.4.6.post2) read the
+table by tp x pp, take 0.88 above 81920 MiB and min(f + 48 GiB (1 - f) / mem, (mem - 18 GiB) /
+mem) above 96 GiB; #6718 (first in v0.4.7) gives 0.79 above 180,000 MiB; PR #7054 "Simplify the
+heuristics for setting --mem-fraction-static" (6b12d6a, first in v0.4.7.post1) replaced all that
+by a reserve from chunked_prefill_size and cuda_graph_max_bs, made more general again in PR
+#10975 (first in v0.5.3rc2): from there pass mem_fraction_static (the error says so). Each
+"first in" is the oldest version-bump commit of python/sglang/version.py that has the PR's commit
+as an ancestor in sglang's history (read in the kvcache-ai/sglang_awq fork, to 2025-12), and each
+rule is that bump's server_args.py (sglang_mem_fraction_default).
 page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
 swa_full_tokens_ratio 0.8.
 """
@@ -204,29 +204,39 @@ def vllm_batch_defaults(
 
 
 SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
-SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: GPUs of > 96 GB leave the table
+SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: the table on GPUs of <= 81920 MiB only
+SGLANG_H200_RELAX_FROM = (0, 4, 6, 2)  # sglang #5893 (and #5724: the table by tp x pp)
+SGLANG_B200_FROM = (0, 4, 7)  # sglang #6718: 0.79 on GPUs of > 180,000 MiB
 
 
 def sglang_mem_fraction_default(
-    version: tuple[int, int, int], tp: int, gpu_memory_gib: float = 80.0
+    version: tuple[int, ...], tp: int, gpu_memory_gib: float = 80.0, pp: int = 1
 ) -> float:
-    """SGLang's tp-table mem_fraction_static when unset; a clear error for releases or GPUs
-    kvcalc does not model (pass mem_fraction_static)."""
+    """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
+    computes it (python/sglang/srt/server_args.py at the version bumps v0.4.0 f8b0326,
+    v0.4.5.post3 b9c87e7, v0.4.6.post2 9858113, v0.4.7 4f723ed). gpu_mem is nvidia-smi's
+    memory.total in MiB (get_nvgpu_memory_capacity): the GPU's GiB x 1024. Speculative decoding
+    (another 2 GiB reserved, or x 0.95) is not modelled. A clear error from v0.4.7.post1 (#7054's
+    heuristics from chunked_prefill_size and cuda_graph_max_bs) and before v0.4.0."""
     v = ".".join(map(str, version[:3])) + (f".post{version[3]}" if version[3:4] > (0,) else "")
     if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
         raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the tp-table "
-            "default of 0.4.0 to 0.4.7 only"
+            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the defaults "
+            "of 0.4.0 to 0.4.7 only"
         )
-    if version >= SGLANG_GPU_MEM_FROM and gpu_memory_gib * 1024 > 96 * 1024:
-        raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {v} on a GPU of more than 96 GB "
-            f"(got {gpu_memory_gib:g} GiB): its default reserves a fixed amount there (#5604)"
-        )
-    for at_least, frac in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-        if tp >= at_least:
-            return frac
-    return 0.88
+    n = tp * pp if version >= SGLANG_H200_RELAX_FROM else tp  # parallel_size from #5724
+    table = next((f for at, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)) if n >= at), 0.88)
+    mem = gpu_memory_gib * 1024
+    if version < SGLANG_GPU_MEM_FROM:
+        return table
+    if version < SGLANG_H200_RELAX_FROM:  # #5604: "(gpu_mem - 1024 * 13) / gpu_mem" above
+        return table if mem <= 81920 else (mem - 1024 * 13) / mem
+    frac = table if mem <= 81920 else 0.88
+    if version >= SGLANG_B200_FROM and mem > 180 * 1000:
+        return 0.79
+    if mem > 96 * 1024:  # "15 GB + additional 3GB for cuda graph"
+        return min(frac + 48 * 1024 * (1 - frac) / mem, (mem - 1024 * 18) / mem)
+    return frac
 
 
 def _sglang_chunk(gpu_memory_gib: float) -> int:
@@ -271,7 +281,10 @@ def engine_config(
     else:
         if "mem_fraction_static" not in kw:
             kw["mem_fraction_static"] = sglang_mem_fraction_default(
-                v, kw.get("tensor_parallel_size", 1), gpu_memory_gib
+                v,
+                kw.get("tensor_parallel_size", 1),
+                gpu_memory_gib,
+                kw.get("pipeline_parallel_size", 1),
             )
         kw.setdefault("chunked_prefill_size", _sglang_chunk(gpu_memory_gib))
     kw.setdefault("max_model_len", model_max_len)
