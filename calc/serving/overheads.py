@@ -1,5 +1,5 @@
 """The non-KV terms of vLLM's available-memory sum, per GPU: the profile run's activation peak,
-the non-torch memory and (from 0.21) the CUDA-graph estimate; SGLang's start-up reserve.
+the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
 Formulas live in calc.serving.memory (vLLM V0's eager profile peak) and calc.capacity (the
 generic estimate every other case uses); this module picks which applies to a config.
@@ -19,7 +19,12 @@ from calc.serving import memory as m
 from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
-CUDAGRAPH_SUBTRACTED_FROM = (0, 21, 0)  # vLLM subtracts its CUDA-graph estimate from here on
+# Worker.determine_available_memory subtracts the CUDA-graph estimate when
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is set: the variable is absent in 0.17.0, "0" (opt-in,
+# vllm PR #30515) in 0.18.0 and 0.19.0, "1" from 0.20.0 (vllm PR #38284), read in the PyPI sdists
+# of each (vllm/envs.py, vllm/v1/worker/gpu_worker.py). vLLM's own log line says "default since
+# v0.21.0", but the 0.20.0 release already ships the "1" default (and gpu_memory_utilization 0.92).
+CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
 
 
 def non_torch_bytes(tp: int, pp: int) -> int:
