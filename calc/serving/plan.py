@@ -29,8 +29,9 @@ from calc.spec import ModelSpec
 GIB = 2**30
 # Before this release the one-request check (and its "estimated maximum model length") counted
 # every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1); the
-# per-rank check is what kv_cache_utils.get_kv_cache_configs does on main (assumed: 0.16.0).
-PP_CHECK_PER_RANK_FROM = (0, 16, 0)
+# per-rank check is what kv_cache_utils.get_kv_cache_configs does again from 0.17.0 (PyPI sdists:
+# 0.14.0 - 0.16.0 check the global groups; 0.13.0 and before check each worker's own spec).
+PP_CHECK_PER_RANK_FROM = (0, 17, 0)
 
 
 class EnginePlan(Result):
