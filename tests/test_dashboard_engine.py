@@ -44,16 +44,16 @@ def test_vllm_tiles_stack_and_startup_lines_are_calc_serving_engine_plan():
     assert f"GPU KV cache size: {p.gpu_kv_cache_tokens:,} tokens" in at.code[0].value
 
 
-def test_vllm_0_21_subtracts_cuda_graphs_and_block_size_is_the_engines():
+def test_vllm_0_20_subtracts_cuda_graphs_and_block_size_is_the_engines():
     at = open_page(
-        "capacity", **BASE, engine="vllm", ever="0.21.0", elen="8192", eblock="32", eseqs="64"
+        "capacity", **BASE, engine="vllm", ever="0.20.0", elen="8192", eblock="32", eseqs="64"
     )
     assert errors(at) == ""
     p = engine_plan(
         "llama-3.1-8b",
         "h100-sxm",
         "vllm",
-        version="0.21.0",
+        version="0.20.0",
         max_model_len=8192,
         block_size=32,
         max_num_seqs=64,

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 from calc.serving.engine import engine_config, parse_version
 from calc.serving.plan import engine_plan
 from calc.serving.sharding import pp_layer_split
+from calc.spec import ModelSpec
 
 GIB = 2**30
 
@@ -165,10 +166,12 @@ def test_sglang_mem_fraction_default_by_release():
 
 
 def test_vllm_v1_batch_defaults_before_the_memory_rule():
-    # vllm #12369 (2025-01-23): 8192 API-server tokens on h100 / h200 by name, 2048 elsewhere,
-    # 1024 sequences on every V1 GPU until #16158 (2025-04-07, assumed 0.8.4) set 256 off
-    # H100/H200; #17073 (2025-04-23, assumed 0.8.5) decides by memory (>= 70 GiB, not A100)
-    l40 = engine_config("vllm", version="0.8.2", gpu_memory_gib=44.4, gpu_name="l40s")
+    # Read in the PyPI sdists (vllm/engine/arg_utils.py, EngineArgs._set_default_args_v1):
+    # 0.8.3: `if "h100" in device_name or "h200" in device_name:` 8192 else 2048 API-server
+    # tokens, `default_max_num_seqs = 1024` for every GPU; 0.8.4 (vllm #16158): 1024 in the
+    # h100 / h200 branch, 256 in the other; 0.8.5 (vllm #17073): `device_memory >= 70 *
+    # GiB_bytes` decides, with no A100 exception (0.8.5.post1 the same)
+    l40 = engine_config("vllm", version="0.8.3", gpu_memory_gib=44.4, gpu_name="l40s")
     assert (l40.max_num_batched_tokens, l40.max_num_seqs) == (2048, 1024)
     l40 = engine_config("vllm", version="0.8.4", gpu_memory_gib=44.4, gpu_name="l40s")
     assert (l40.max_num_batched_tokens, l40.max_num_seqs) == (2048, 256)
@@ -178,3 +181,70 @@ def test_vllm_v1_batch_defaults_before_the_memory_rule():
     assert (b200.max_num_batched_tokens, b200.max_num_seqs) == (8192, 1024)
     h100 = engine_config("vllm", version="0.8.2", gpu_memory_gib=79.2, gpu_name="h100-sxm")
     assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+
+
+def test_vllm_batch_defaults_a100_and_160_gib_tiers_by_release():
+    # PyPI sdists, get_batch_defaults: 0.8.5 / 0.8.5.post1 `device_memory >= 70 * GiB_bytes`
+    # (an A100-80GB is large); 0.9.0 adds `and "a100" not in device_name` (vllm #17885);
+    # 0.28.0 adds `if device_memory >= 160 * GiB_bytes:` 16384 / 1024 for the API server
+    # (absent in 0.27.1)
+    for version, a100_expected in (("0.8.5.post1", (8192, 1024)), ("0.9.0", (2048, 256))):
+        a100 = engine_config("vllm", version=version, gpu_memory_gib=79.2, gpu_name="a100-80gb")
+        assert (a100.max_num_batched_tokens, a100.max_num_seqs) == a100_expected
+    for version, b200_tokens in (("0.27.1", 8192), ("0.28.0", 16384)):
+        b200 = engine_config("vllm", version=version, gpu_memory_gib=178.4, gpu_name="b200")
+        assert (b200.max_num_batched_tokens, b200.max_num_seqs) == (b200_tokens, 1024)
+    h200 = engine_config("vllm", version="0.28.0", gpu_memory_gib=139.8, gpu_name="h200")
+    assert (h200.max_num_batched_tokens, h200.max_num_seqs) == (8192, 1024)
+
+
+def test_vllm_v0_chunked_prefill_budget_by_release():
+    # SchedulerConfig with chunked prefill on (turned on above 32768 tokens): 0.6.4.post1's
+    # vllm/config.py sets `max_num_batched_tokens = 512`, 0.6.5's `= 2048` (vllm #10544)
+    old = engine_config("vllm", version="0.6.4.post1", max_model_len=65536, model_max_len=131072)
+    new = engine_config("vllm", version="0.6.5", max_model_len=65536, model_max_len=131072)
+    assert (old.max_num_batched_tokens, new.max_num_batched_tokens) == (512, 2048)
+    assert old.enable_chunked_prefill and new.enable_chunked_prefill
+
+
+def test_vllm_gpu_memory_utilization_and_cudagraph_estimate_from_0_20():
+    # PyPI sdists: vllm/config/cache.py `gpu_memory_utilization: float = Field(default=0.9` in
+    # 0.19.0, `default=0.92` in 0.20.0; vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    # "0" in 0.19.0, "1" in 0.20.0 (vllm #38284; the log line says "default since v0.21.0")
+    assert engine_config("vllm", version="0.19.0").gpu_memory_utilization == 0.9
+    assert engine_config("vllm", version="0.20.0").gpu_memory_utilization == 0.92
+    assert engine_config("vllm", version="0.6.4").gpu_memory_utilization == 0.9
+    kw = dict(max_model_len=8192, cudagraph_memory_gib=1.5)
+    before = engine_plan("llama-3.1-8b", "h100-sxm", version="0.19.0", **kw)
+    after = engine_plan("llama-3.1-8b", "h100-sxm", version="0.20.0", **kw)
+    assert (before.cudagraph_bytes, after.cudagraph_bytes) == (0, int(1.5 * GIB))
+
+
+def test_vllm_v1_reports_tokens_from_0_8_0():
+    # vllm/v1/core/kv_cache_utils.py: 0.7.3 logs "# GPU blocks: %d", 0.8.0 "GPU KV cache size:
+    # %s tokens" (and 0.8.0 is the first release with V1 on by default)
+    old = engine_plan("llama-3.1-8b", "h100-sxm", version="0.7.3", available_kv_gib=10)
+    new = engine_plan("llama-3.1-8b", "h100-sxm", version="0.8.0", available_kv_gib=10)
+    assert any(line.startswith("# GPU blocks: ") for line in old.log_lines)
+    assert any(line.startswith("GPU KV cache size: ") for line in new.log_lines)
+
+
+@pytest.mark.parametrize(("version", "layers"), [("0.13.0", 32), ("0.15.2", 48), ("0.17.0", 32)])
+def test_pp_one_request_check_counts_all_layers_in_0_14_to_0_16_only(version, layers):
+    """vllm#34076 (0.15.2rc1): a 48-layer Qwen3-30B-A3B-class model on PP 2 split 16 / 32 is told
+    one 262,144-token request needs 24.0 GiB: 262144 x 48 layers x 2 x 4 KV heads x 128 x 2 B.
+    PyPI sdists of vllm/v1/core/kv_cache_utils.py: 0.14.0 - 0.16.0 check the global groups;
+    0.13.0 and 0.17.0 check each rank's own layers (the 32-layer rank: 16.0 GiB)."""
+    spec = ModelSpec(
+        name="qwen3-30b-a3b-class", num_hidden_layers=48, hidden_size=2048,
+        num_attention_heads=32, num_key_value_heads=4, head_dim=128, intermediate_size=768,
+        num_local_experts=128, num_experts_per_tok=8, vocab_size=151936,
+        max_position_embeddings=262144,
+    )  # fmt: skip
+    p = engine_plan(
+        spec, "h100-sxm", version=version, pipeline_parallel_size=2, pp_layer_partition=(16, 32),
+        max_model_len=262144, available_kv_gib=3.18,
+    )  # fmt: skip
+    needed = 262144 * layers * 2 * 4 * 128 * 2 / 2**30
+    printed = p.refusal.split("), (")[1].split(" GiB KV cache is needed")[0]
+    assert float(printed) == needed  # 24.0 / 16.00: the figure's format is the release's own

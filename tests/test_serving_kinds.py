@@ -197,3 +197,60 @@ def test_sglang_gemma3_keeps_one_pool():
     cell = 2 * 16 * 128 * 62 * 2
     p = plan("gemma-3-27b", engine="sglang")
     assert p.gpu_kv_cache_tokens == AVAIL // cell
+
+
+# --- the releases that changed vLLM's grouping (read in each release's PyPI sdist) -----------
+
+
+def _ten_sliding_fourteen_full():
+    from calc.spec import ModelSpec
+
+    return ModelSpec(
+        name="sw10-full14",
+        num_hidden_layers=24,
+        hidden_size=4096,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=14336,
+        vocab_size=32000,
+        max_position_embeddings=32768,
+        sliding_window=1024,
+        layer_types=(("sliding_attention", 10), ("full_attention", 14)),
+    )
+
+
+@pytest.mark.parametrize(
+    "version, groups, group_size",
+    [
+        # 0.9.0: get_kv_cache_config always calls unify_hybrid_kv_cache_specs -> one full group
+        ("0.9.0", 1, 24),
+        # 0.9.1 - 0.11.x: _get_kv_cache_config_uniform_page_size, group_size = min(10, 14) = 10
+        # -> 1 sliding group + ceil(14 / 10) = 2 full groups
+        ("0.9.1", 3, 10),
+        ("0.11.0", 3, 10),
+        # 0.12.0: `if max_num_layers < min_num_layers * 1.25` -> 14 < 12.5 is false: still 10
+        ("0.12.0", 3, 10),
+        # 0.18.0: `* 1.5` -> 14 < 15: group_size 14, one group of each kind
+        ("0.18.0", 2, 14),
+    ],
+)
+def test_vllm_hybrid_groups_by_release(version, groups, group_size):
+    page = 16 * 2 * 8 * 128 * 2
+    p = plan(_ten_sliding_fourteen_full(), version=version, max_model_len=8192)
+    assert (p.kv_groups, p.num_gpu_blocks) == (groups, AVAIL // page // group_size)
+
+
+def test_llama4_chunked_layers_by_release():
+    # 0.9.2: no ChunkedLocalAttentionSpec (gpu_model_runner gives chunked layers a
+    # FullAttentionSpec) -> one group of 48 even with the variable set; 0.10.0: the spec exists
+    # and VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE does not (envs.py), so the hybrid
+    # manager groups 36 chunked + 12 full by default; 0.10.1: the variable, False by default
+    page = 16 * 2 * (8 // 4) * 128 * 2
+    kw = dict(tensor_parallel_size=4, max_model_len=131072)
+    old = plan("llama-4-scout", version="0.9.2", allow_chunked_local_attn_hybrid=True, **kw)
+    assert (old.kv_groups, old.num_gpu_blocks) == (1, AVAIL // page // 48)
+    mid = plan("llama-4-scout", version="0.10.0", **kw)
+    assert (mid.kv_groups, mid.num_gpu_blocks) == (4, AVAIL // page // 12)
+    new = plan("llama-4-scout", version="0.10.1", **kw)
+    assert (new.kv_groups, new.num_gpu_blocks) == (1, AVAIL // page // 48)

@@ -4,20 +4,28 @@
 setting the user left unset with the default that engine version applies, and refuses settings
 the engine refuses, with the engine's own wording. Defaults that changed between releases:
 
-vLLM (vllm/engine/arg_utils.py, vllm/config/*.py):
-- gpu_memory_utilization 0.9 and block_size 16 on CUDA: EngineArgs / CacheConfig, every release.
-- max_num_batched_tokens / max_num_seqs: the V0 engine (releases before 0.8.0, when V1 became
-  the default) schedules max(max_model_len, 2048) tokens without chunked prefill, and turns
-  chunked prefill on with a 512-token budget for contexts over 32K (SchedulerConfig); V1
-  (0.8.0 on, EngineArgs._set_default_args_v1 / get_batch_defaults) uses 8192 tokens and 1024
-  sequences for the API server on GPUs of >= 70 GiB other than the A100, 2048 / 256 elsewhere.
-  That rule is vllm PR #17073 "[Minor] Use larger batch sizes for A100/B100/B200/MI300x" (merged
-  2025-04-23, assumed first in 0.8.5). Before it, vllm PR #12369 "[V1] Increase default batch
-  size for H100/H200" (2025-01-23) gave 8192 tokens by device name (h100 / h200) only, and every
-  V1 GPU had 1024 sequences until vllm PR #16158 "[V1] Revert the default max_num_seqs to V0
-  values for most hardware" (merged 2025-04-07, assumed first in 0.8.4) set 256 elsewhere.
-- the start-up report: V0 logs "# GPU blocks: N"; V1 logs "GPU KV cache size: N tokens" from
-  0.7.3 on (vllm PR #13596), num_blocks // groups x block_size since the hybrid allocator.
+vLLM (vllm/engine/arg_utils.py, vllm/config/*.py). Each boundary below was read in the released
+source distribution of the releases on either side of it (`pip download vllm==X --no-binary
+:all:`, the PyPI sdist of that release), not inferred from a PR's merge date:
+- block_size 16 on CUDA (read in 0.5.5, 0.6.4, 0.7.3, 0.8.5, 0.9.2, 0.10.2, 0.11.0, 0.16.0,
+  0.20.0, 0.33.0). gpu_memory_utilization 0.9 (CacheConfig) up to 0.19.x, 0.92 from 0.20.0 (vllm/config/cache.py; vllm PR #38284 "Enable
+  CUDAGraph memory profiling by default", which raised both together).
+- V0 (releases before 0.8.0; VLLM_USE_V1 defaults to "1" in vllm/envs.py from 0.8.0, "0" in
+  0.7.3; 0.8.0 release notes: "enabled V1 engine by default (#13726)"): max_num_seqs 256;
+  without chunked prefill max_num_batched_tokens = max(max_model_len, 2048) (SchedulerConfig);
+  EngineArgs turns chunked prefill on for max_model_len > 32768 on CUDA (not for multimodal,
+  sliding-window, LoRA or speculative models, which kvcalc does not check), and the chunk
+  budget is then 512 tokens up to 0.6.4.post1, 2048 from 0.6.5 (vllm PR #10544).
+- V1 (0.8.0 on), API server (EngineArgs._set_default_args_v1 / get_batch_defaults):
+  0.8.0 - 0.8.3: 8192 tokens on "h100" / "h200" by device name, else 2048 (vllm PR #12369);
+  1024 sequences on every GPU. 0.8.4: 256 sequences off H100 / H200 (vllm PR #16158).
+  0.8.5 and 0.8.5.post1: by memory, >= 70 GiB -> 8192 / 1024, A100-80GB included (vllm PR
+  #17073). 0.9.0 on: "a100" excluded again (vllm PR #17885). 0.28.0 on: >= 160 GiB -> 16384 /
+  1024 (vllm PR #51726). Unchanged otherwise up to 0.33.0, the newest release read (0.33.0
+  also keeps GB10 on the small tier; kvcalc has no GB10 preset).
+- the start-up report: V0 logs "# GPU blocks: N"; V1 logged "# GPU blocks: N" too up to 0.7.3
+  and "GPU KV cache size: N tokens" from 0.8.0 (vllm/v1/core/kv_cache_utils.py), num_blocks //
+  groups x block_size since the hybrid allocator.
 SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
 0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ from v0.4.0
 (v0.3.6 had 0.82 for tp >= 8, not modelled). Then the GPU's memory entered: PR #5604 "Enhance
@@ -49,13 +57,18 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang")
 DEFAULT_VERSION = {"vllm": "0.11.0", "sglang": "0.4.6"}
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
 
-V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (vLLM 0.8.0 release notes)
-TOKENS_LINE_FROM = (0, 7, 3)  # "GPU KV cache size: N tokens" (vllm PR #13596)
-LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class (not A100) gets the larger batch defaults
-V1_SEQS_256_FROM = (0, 8, 4)  # vllm #16158 (2025-04-07): 256 sequences off H100/H200
-V1_BATCH_BY_MEMORY_FROM = (0, 8, 5)  # vllm #17073 (2025-04-23): by GPU memory, not name
+V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (envs.VLLM_USE_V1 "1"; 0.8.0 release notes)
+TOKENS_LINE_FROM = (0, 8, 0)  # "GPU KV cache size: N tokens" (0.7.3 still logs "# GPU blocks")
+LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class gets the larger batch defaults
+XL_GPU_GIB = 160  # ... and B200-class the largest, from V1_XL_BATCH_FROM
+V1_SEQS_256_FROM = (0, 8, 4)  # vllm #16158: 256 sequences off H100/H200 (0.8.3: 1024)
+V1_BATCH_BY_MEMORY_FROM = (0, 8, 5)  # vllm #17073: by GPU memory, not name, A100 included
+V1_A100_SMALL_FROM = (0, 9, 0)  # vllm #17885: "a100" back on the small defaults (0.8.5.post1: not)
+V1_XL_BATCH_FROM = (0, 28, 0)  # vllm #51726: >= 160 GiB gets 16384 tokens (0.27.1: 8192)
 V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len
-V0_CHUNK_TOKENS = 512  # ... with this token budget
+V0_CHUNK_TOKENS = 512  # ... with this token budget up to 0.6.4.post1
+V0_CHUNK_2048_FROM = (0, 6, 5)  # vllm #10544: ... and 2048 from 0.6.5
+GPU_MEMORY_UTILIZATION = ((0, 20, 0), 0.92, 0.9)  # (from, then, before): vllm #38284
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
 
 
@@ -126,12 +139,12 @@ class VllmConfig(EngineConfig):
     """vLLM's serving arguments (`vllm serve --help` names, underscores for dashes)."""
 
     engine: Literal["vllm"] = "vllm"
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = 0.9  # engine_config: 0.92 from 0.20.0
     block_size: int = Field(default=16, gt=0)
     max_num_batched_tokens: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0)
     enforce_eager: bool = False
-    cudagraph_memory_gib: float = Field(default=0.0, ge=0)  # subtracted from 0.21 on
+    cudagraph_memory_gib: float = Field(default=0.0, ge=0)  # subtracted from 0.20 on
     enable_chunked_prefill: bool = True
     disable_hybrid_kv_cache_manager: bool = False
     # the environment variable VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.11.0: off)
@@ -193,14 +206,23 @@ def vllm_batch_defaults(
     if version >= V1_DEFAULT_FROM:
         name = gpu_name.lower()
         if version >= V1_BATCH_BY_MEMORY_FROM:
-            large = gpu_memory_gib >= LARGE_GPU_GIB and not name.startswith("a100")
+            a100 = version >= V1_A100_SMALL_FROM and "a100" in name
+            large = gpu_memory_gib >= LARGE_GPU_GIB and not a100
         else:
             large = "h100" in name or "h200" in name
+        if version >= V1_XL_BATCH_FROM and gpu_memory_gib >= XL_GPU_GIB:
+            return 16384, 1024, True
         seqs = 1024 if large or version < V1_SEQS_256_FROM else 256
         return (8192 if large else 2048), seqs, True
     if max_model_len > V0_LONG_CONTEXT:
-        return V0_CHUNK_TOKENS, 256, True
+        return (2048 if version >= V0_CHUNK_2048_FROM else V0_CHUNK_TOKENS), 256, True
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
+
+
+def vllm_gpu_memory_utilization(version: tuple[int, ...]) -> float:
+    """gpu_memory_utilization when unset (vllm/config/cache.py of that release)."""
+    since, then, before = GPU_MEMORY_UTILIZATION
+    return then if version >= since else before
 
 
 SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
@@ -273,6 +295,7 @@ def engine_config(
         kw.setdefault("max_num_batched_tokens", tokens)
         kw.setdefault("max_num_seqs", seqs)
         kw.setdefault("enable_chunked_prefill", chunked)
+        kw.setdefault("gpu_memory_utilization", vllm_gpu_memory_utilization(v))
         if mml > model_max_len:
             raise ValueError(
                 f"User-specified max_model_len ({mml}) is greater than the derived "

@@ -15,10 +15,12 @@ from calc.serving import memory as m
 from calc.serving.overheads import non_torch_bytes
 
 GIB = 2**30
-# Before this release the one-request check (and its "estimated maximum model length") counted
-# every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1); the
-# per-rank check is what kv_cache_utils.get_kv_cache_configs does on main (assumed: 0.16.0).
-PP_CHECK_PER_RANK_FROM = (0, 16, 0)
+# In these releases the one-request check (and its "estimated maximum model length") counted
+# every layer of the model, not the rank's own (vllm#34076, reported on 0.15.2rc1): PyPI sdists
+# of vllm/v1/core/kv_cache_utils.py, 0.14.0 - 0.16.0 check the global groups; 0.13.0 and before
+# check each worker's own spec, as get_kv_cache_configs does again from 0.17.0.
+PP_CHECK_ALL_LAYERS_FROM = (0, 14, 0)
+PP_CHECK_PER_RANK_FROM = (0, 17, 0)
 
 
 def _is_array(x) -> bool:
@@ -70,7 +72,8 @@ def vllm_figures(lay, config, available, max_model_len) -> dict:
     if not config.is_v1:
         return out
     layers = _limiting(per_rank, blocks)[2]
-    if config.pipeline_parallel_size > 1 and config.version_tuple < PP_CHECK_PER_RANK_FROM:
+    pp_all = PP_CHECK_ALL_LAYERS_FROM <= config.version_tuple < PP_CHECK_PER_RANK_FROM
+    if config.pipeline_parallel_size > 1 and pp_all:
         layers = sum(lay.rank_layers) if groups == 1 else layers
     return out | {
         "needed_bytes": per_req * page * layers,

@@ -5,10 +5,12 @@ of G heads; MLA one latent of kv_lora_rank + qk_rope_head_dim, on every TP rank 
 MLAAttentionSpec has num_kv_heads 1); a TP rank keeps its share of the KV heads.
 
 vLLM V1 groups the attention layers (kv_cache_utils.get_kv_cache_groups): one group when every
-layer has the same spec; with several kinds of one page size (the hybrid allocator), groups of
-`group_size` layers, group_size = the smallest layer count of the kinds, or the largest when it
-is under 1.5 x the smallest (_get_kv_cache_groups_uniform_page_size), each kind padded to whole
-groups. Every group shares one block pool, so a block costs page x group_size bytes and "GPU KV
+layer has the same spec; with several kinds of one page size (the hybrid allocator, from 0.9.1:
+_get_kv_cache_config_uniform_page_size, absent in the 0.9.0 sdist, which unifies every spec to
+full attention), groups of `group_size` layers, group_size = the smallest layer count of the
+kinds (0.9.1 - 0.11.x), or the largest when it is under 1.25 x (0.12.0 - 0.17.x) / 1.5 x
+(0.18.0 on, read up to 0.33.0) the smallest, each kind padded to whole groups. Every group
+shares one block pool, so a block costs page x group_size bytes and "GPU KV
 cache size" divides the blocks among the groups (x the smallest block size of the groups).
 Per request (each spec's max_memory_usage_bytes, kv_cache_interface.py): a full-attention layer
 needs ceil(L / block) blocks; a sliding one ceil(min(window - 1 + max_num_batched_tokens, L) /
@@ -21,9 +23,10 @@ tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_ca
 "auto", gated_delta_net_state_dtype); the attention block is raised to 16 x ceil(state / (16 x
 attention bytes per token)) when larger than block_size, and the state page padded to the
 attention page (mamba_page_size_padded).
-Chunked layers: vLLM disables the hybrid allocator for them unless
-VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (vllm/config VllmConfig.__post_init__;
-False in 0.11.0's envs.py), and then sizes every layer as full attention.
+Chunked layers: a spec of their own (ChunkedLocalAttentionSpec) from 0.10.0, full attention
+before; from 0.10.1 vLLM disables the hybrid allocator for them unless
+VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (VllmConfig.__post_init__; the variable is
+absent in 0.10.0's envs.py, False from 0.10.1), and then sizes every layer as full attention.
 With the hybrid manager disabled, or before it (V0), every layer is sized as full attention.
 SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only; DeepSeek-V3.2's
 indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss
@@ -43,8 +46,12 @@ from calc.serving.sharding import rank_layers
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
-HYBRID_ALLOCATOR_FROM = (0, 10, 0)  # KV-cache groups for sliding + full layers in V1
-MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet) support, vLLM 0.10.2 release notes
+# Each vLLM boundary below was read in the PyPI sdists of the releases on either side of it.
+HYBRID_ALLOCATOR_FROM = (0, 9, 1)  # KV-cache groups for sliding + full layers in V1
+GROUP_SIZE_RATIO = (((0, 18, 0), 1.5), ((0, 12, 0), 1.25))  # largest count when under ratio x min
+CHUNKED_SPEC_FROM = (0, 10, 0)  # ChunkedLocalAttentionSpec (before: FullAttentionSpec)
+CHUNKED_HYBRID_OPT_IN_FROM = (0, 10, 1)  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 # SGLang's NSATokenToKVPool (python/sglang/srt/mem_cache/memory_pool.py): pages of 64 tokens
@@ -244,8 +251,10 @@ def kv_layout(
         state = KINDS["linear_attention"].state_bits(spec, dtype_bits(state_dtype), "engine")
         common["state_bytes"] = state // 8 // tp  # conv_dim / tp and value heads / tp
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k == "linear_attention"}
-    if "chunked_attention" in kinds and not chunked_hybrid:
-        hybrid = False
+    if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
+        kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")
+    elif "chunked_attention" in kinds and version >= CHUNKED_HYBRID_OPT_IN_FROM:
+        hybrid = hybrid and chunked_hybrid
     grouped = version >= HYBRID_ALLOCATOR_FROM and hybrid
     if len(kinds) > 1 and (grouped or linear):
         if pp > 1:
@@ -254,7 +263,8 @@ def kv_layout(
                 "yet (vLLM assigns each group's layers to ranks round-robin)"
             )
         size = min(kinds.values())
-        if max(kinds.values()) < size * 1.5:
+        ratio = next((r for since, r in GROUP_SIZE_RATIO if version >= since), 1)
+        if max(kinds.values()) < size * ratio:
             size = max(kinds.values())
         groups = tuple(Group(k, size) for k, n in kinds.items() for _ in range(cdiv(n, size)))
         return KVLayout(groups, size, split, tb, **common)

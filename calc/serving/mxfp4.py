@@ -15,12 +15,15 @@ Hp = 3072, Ip = 2944, 6.6 % more expert bytes than the checkpoint stores.
 
 Which backend (vLLM on CUDA):
 - compute capability 8.x (Ampere, Ada): Marlin, every release with gpt-oss (0.10.1 on).
-- 9.0 (Hopper): Marlin unless the `triton_kernels` package is installed; vLLM's wheels lacked it
-  before vllm PR #27370 ("Add triton_kernels dependency", merged 2025-10-22, so from 0.11.1):
-  vllm#23278 (0.10.1, H100) logs Marlin's "does not have native support for FP4" warning and
-  "Model loading took 65.9651 GiB"; vllm#26582 reports 0.11.0 from pip without triton_kernels.
-  From 0.11.1 Hopper gets the Triton backend (swizzled weights, scales kept twice): not
-  modelled, refused.
+- 9.0 (Hopper): Marlin unless the `triton_kernels` package is installed (get_mxfp4_backend);
+  vLLM bundles it from 0.12.0 on (cmake/external_projects/triton_kernels.cmake, copied to
+  vllm/third_party/triton_kernels, which import_utils.has_triton_kernels accepts), read in the
+  PyPI sdists: 0.11.0, 0.11.1 and 0.11.2 neither bundle it nor require it. (vllm PR #27370 "Add
+  triton_kernels dependency", merged 2025-10-22, is the likely change; its release was inferred
+  as 0.11.1 from the date before, which the 0.11.1 sdist contradicts.) vllm#23278 (0.10.1,
+  H100) logs Marlin's "does not have native support for FP4" warning and "Model loading took
+  65.9651 GiB"; vllm#26582 reports 0.11.0 from pip without triton_kernels. From 0.12.0 Hopper
+  gets the Triton backend (swizzled weights, scales kept twice): not modelled, refused.
 - 10.x (Blackwell): FlashInfer when installed (round both up to 256), else Triton / Marlin by
   release: not modelled, refused.
 Compute capabilities: https://developer.nvidia.com/cuda-gpus.
@@ -34,8 +37,8 @@ from calc.spec import ModelSpec
 
 MXFP4_BLOCK = 32  # values per e8m0 scale
 BIAS_BYTES = 2  # w13_bias / w2_bias: torch.bfloat16 in create_weights
-GPT_OSS_FROM = (0, 10, 1)  # first vLLM release with gpt-oss / Mxfp4MoEMethod
-TRITON_KERNELS_FROM = (0, 11, 1)  # vllm PR #27370: triton_kernels installed with vLLM
+GPT_OSS_FROM = (0, 10, 1)  # models/gpt_oss.py: in the 0.10.1 sdist, not in 0.10.0
+TRITON_KERNELS_FROM = (0, 12, 0)  # triton_kernels bundled with vLLM (see above)
 MARLIN_ALIGN = (256, 128)  # (hidden, intermediate) round-up of the Marlin backend
 CUDA_CAPABILITY = {  # hardware preset -> compute capability (developer.nvidia.com/cuda-gpus)
     "a100-40gb": (8, 0),
@@ -72,7 +75,7 @@ def mxfp4_backend(version: tuple[int, int, int], gpu: str) -> str:
     which = "Triton (triton_kernels)" if cc == (9, 0) else "FlashInfer / Triton"
     raise ValueError(
         f"vLLM {v} on {gpu} (sm{cc[0]}{cc[1]}) runs mxfp4 experts on its {which} backend, "
-        "whose weight layout kvcalc does not model: use a vLLM release before 0.11.1 on "
+        "whose weight layout kvcalc does not model: use a vLLM release before 0.12.0 on "
         "Hopper, or an Ampere / Ada GPU (Marlin)"
     )
 

@@ -1,5 +1,5 @@
 """The non-KV terms of vLLM's available-memory sum, per GPU: the profile run's activation peak,
-the non-torch memory and (from 0.21) the CUDA-graph estimate; SGLang's start-up reserve.
+the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
 Formulas live in calc.serving.memory (vLLM V0's eager profile peak) and calc.capacity (the
 generic estimate every other case uses); this module picks which applies to a config.
@@ -19,17 +19,25 @@ from calc.serving import memory as m
 from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
-CUDAGRAPH_SUBTRACTED_FROM = (0, 21, 0)  # vLLM subtracts its CUDA-graph estimate from here on
+# Worker.determine_available_memory subtracts the CUDA-graph estimate when
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is set: the variable is absent in 0.17.0, "0" (opt-in,
+# vllm PR #30515) in 0.18.0 and 0.19.0, "1" from 0.20.0 (vllm PR #38284), read in the PyPI sdists
+# of each (vllm/envs.py, vllm/v1/worker/gpu_worker.py). vLLM's own log line says "default since
+# v0.21.0", but the 0.20.0 release already ships the "1" default (and gpu_memory_utilization 0.92).
+CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
 # From these releases vLLM's non-torch term is only what the profile run added to the memory
 # outside torch, counted from a snapshot taken before it (vllm/utils.py memory_profiling with a
 # baseline; the worker's "non_torch_memory takes X GiB"): the CUDA context and whatever else was
-# resident before are no longer subtracted. V0: vllm PR #11809 / #12126 ("[core] further polish
-# memory profiling", merged 2025-01-16, whose log shows "non_torch_memory takes 0.16GiB" on an
-# H100), first in 0.7.0 (2025-01-27). V1: vllm PR #19312 "[V1] Reuse V0's memory_profiling util
+# resident before are no longer subtracted. V0: first in 0.6.5, whose PyPI sdist's
+# vllm/worker/worker.py profiles inside memory_profiling(baseline_memory_in_bytes=total -
+# init_gpu_memory), init_gpu_memory read in init_device after the CUDA context exists (0.6.4.post1
+# has no memory_profiling); reworked with a MemorySnapshot baseline in 0.7.0 (vllm PR #11809 /
+# #12126, whose log shows "non_torch_memory takes 0.16GiB" on an H100). V1: vllm PR #19312 "[V1] Reuse V0's memory_profiling util
 # for gpu worker memory profiling" (June 2025; before it V1 subtracted all memory used outside
-# torch allocations), assumed first in 0.9.2, the first release after 0.9.1 (2025-06-10).
-NON_TORCH_INCREASE_V0_FROM = (0, 7, 0)
-NON_TORCH_INCREASE_V1_FROM = (0, 9, 2)
+# torch allocations): first in 0.9.1 (its PyPI sdist's vllm/v1/worker/gpu_worker.py calls
+# memory_profiling(self.init_snapshot, ...); 0.9.0's does not).
+NON_TORCH_INCREASE_V0_FROM = (0, 6, 5)
+NON_TORCH_INCREASE_V1_FROM = (0, 9, 1)
 # What the profile run adds outside torch on one GPU is not fixed by vLLM's source (cuBLAS
 # workspaces, CUDA modules loaded for the first kernels run). Published single-GPU lines of those
 # releases print 0.01-0.16 GiB (vllm PR #12126: 0.16 on an H100; oracle-samples AI Quick Actions
