@@ -392,3 +392,19 @@ def test_context_beyond_the_models_own_limit_gets_a_note(capsys):
     )
     rc, out, err = run(capsys, "kv", "llama-2-7b", "--seq", "4096")
     assert (rc, err) == (0, "")
+
+
+CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "meta-llama-3-8b-instruct-fp16"])
+def test_show_prints_what_the_checkpoint_stores(capsys, name):
+    """`kvcalc show config.json` ends with the stored bytes: for these checkpoints the index's
+    metadata.total_size (fixtures: MXFP4 experts + bf16 rest; fp16 throughout)."""
+    total = json.loads((CHECKPOINTS / name / "index.json").read_text())["total_size"]
+    rc, out, _ = run(capsys, "show", str(CHECKPOINTS / name / "config.json"))
+    assert rc == 0 and "stored weights" in out
+    assert f"total  {total:,} B" in out
+    rc, out, _ = run(capsys, "show", str(CHECKPOINTS / name / "config.json"), "--json")
+    stored = json.loads(out)["stored_weights"]
+    assert stored["total_bytes"] == total == sum(stored["breakdown_bytes"].values())

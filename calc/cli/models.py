@@ -66,6 +66,7 @@ def _preset_summary(s, total: int, active: int) -> dict:
 
 
 def cmd_show(args) -> int:
+    from calc.cli.stored import print_stored, stored_summary
     from calc.presets import resolve_model
     from calc.reports import params_report
     from calc.units import fmt_params, group, percent
@@ -73,7 +74,13 @@ def cmd_show(args) -> int:
     spec = resolve_model(args.model)
     rep = params_report(spec)
     if args.json:
-        emit_json({"spec": spec.model_dump(mode="json", by_alias=True), "params": rep.model_dump()})
+        emit_json(
+            {
+                "spec": spec.model_dump(mode="json", by_alias=True),
+                "params": rep.model_dump(),
+                "stored_weights": stored_summary(spec),
+            }
+        )
         return 0
     print(f"{spec.label} ({spec.name}), family {spec.family}")
     print_pairs(_spec_rows(spec))
@@ -101,6 +108,7 @@ def cmd_show(args) -> int:
     totals.append(("published", rep.published or "-"))
     print()
     print_pairs(totals)
+    print_stored(spec)
     return 0
 
 
