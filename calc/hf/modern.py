@@ -129,7 +129,18 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
             fields[key] = cfg.int(key, default=default)
     if mt in ("deepseek_v3", "deepseek_v32", "glm4_moe"):
         fields["num_nextn_predict_layers"] = cfg.int("num_nextn_predict_layers", default=1, low=0)
+    if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        fields["num_nextn_predict_layers"] = _qwen_mtp_layers(cfg)
     return fields
+
+
+def _qwen_mtp_layers(cfg: _Config) -> int:
+    """Qwen3-Next / 3.5 MTP layers (vLLM qwen3_5_mtp.py; transformers skips mtp.*), sharing the
+    model's embedding and LM head; absent: none (Qwen3-Coder-Next stores none)."""
+    n = cfg.int("mtp_num_hidden_layers", default=0, low=0)
+    if n and cfg.bool("mtp_use_dedicated_embeddings", False):
+        raise cfg.fail("mtp_use_dedicated_embeddings", "must be false (shared tables)")
+    return n
 
 
 def _biases(cfg: _Config, mt: str, f: Family) -> dict:

@@ -16,13 +16,13 @@ unquantized matrices, sinks, convs). Which matrices a method quantizes:
 Stored KV-cache scales (ModelOpt k_scale / v_scale, compressed-tensors kv_cache_scheme) are
 `kv_scales`. Labels: "<component>" holds base-dtype bytes, "<component>:<part>" quantized parts.
 
-A checkpoint also stores what param_count leaves out (checkpoint_extras): its multi-token-
-prediction layers whenever `num_nextn_predict_layers` > 0, whatever spec.include_mtp says
-(DeepSeek-V3/R1 and GLM-4.5 store them as layers L, L + 1, ..., each with its own copy of
-embed_tokens and shared_head.head, in the base dtype; eh_proj is never quantized), and
-DeepSeek-V3 / GLM-4.5's fp32 `e_score_correction_bias` buffers (label
-"router:e_score_correction_bias"). tests/test_quant_checkpoints_fp8.py checks both against the
-Hub's per-dtype counts of deepseek-ai/DeepSeek-R1, DeepSeek-V3 and zai-org/GLM-4.5-Air.
+A checkpoint also stores what param_count leaves out, and some values in fp32 rather than the
+base dtype (calc/quant/stored.py): its multi-token-prediction layers whenever
+`num_nextn_predict_layers` > 0 (DeepSeek-V3/R1 and GLM-4.5 as layers L, L + 1, ..., each with
+its own copy of embed_tokens and shared_head.head; eh_proj is never quantized), DeepSeek-V3 /
+GLM-4.5's fp32 `e_score_correction_bias` buffers (label "router:e_score_correction_bias") and
+DeepSeek-V3.2's fp32 norms ("norm:fp32"). tests/test_quant_checkpoints_fp8.py and
+tests/test_hub_counts.py check them against the Hub's per-dtype counts.
 
 But: a checkpoint's vision towers are not in the spec and so not counted; KV-cache scales are
 counted for the decoder layers only (no checkpoint with both stored KV scales and an MTP layer
@@ -41,6 +41,13 @@ from calc.quant.config import QuantConfig, QuantScheme, dtype_bytes, dtype_name
 from calc.quant.kv import checkpoint_kv_scale_bytes
 from calc.quant.layout import PARTS, linear_bytes
 from calc.quant.match import scheme_for
+from calc.quant.stored import (
+    E_SCORE_BIAS_BYTES,
+    FP32_BYTES,
+    checkpoint_extras,
+    checkpoint_spec,
+    fp32_norms,
+)
 from calc.spec import ModelSpec
 
 # Families whose transformers 4.x MoE block built the router as nn.Linear (MixtralSparseMoeBlock
@@ -125,6 +132,11 @@ def take(left: dict[str, int], x: Linear, parts: Parts, copies: int) -> None:
 def _quantizable(q: QuantConfig, spec: ModelSpec, x: Linear) -> bool:
     """Would the method convert this matrix, before the config's own skip lists?"""
     m = q.method
+    if x.module.endswith("indexer.weights_proj"):
+        # transformers modeling_deepseek_v32.py: _keep_in_fp32_modules = ["indexer.weights_proj"],
+        # which every quantizer adds to modules_to_not_convert; deepseek-ai/DeepSeek-V3.2's
+        # F8_E4M3 count holds wq_b and wk only, its BF16 count weights_proj (test_hub_counts)
+        return False
     if x.module.endswith("eh_proj"):
         # DeepSeek / GLM's MTP projection is a plain torch nn.Linear where engines load it
         # (vLLM deepseek_mtp.py, glm4_moe_mtp.py; SGLang deepseek_nextn.py), never quantized:
@@ -180,39 +192,6 @@ def _entries(spec: ModelSpec, q: QuantConfig):
         yield head, scheme, 1, (("lm_head", head.numel),)
 
 
-MTP_TABLE_COPIES = 2  # embed_tokens and shared_head.head, stored again in each MTP layer
-E_SCORE_BIAS_BYTES = 4  # transformers DeepseekV3 / Glm4Moe: _keep_in_fp32_modules_strict
-
-
-def checkpoint_spec(spec: ModelSpec) -> ModelSpec:
-    """The spec of what a checkpoint of this model stores: its MTP layers included whenever it has
-    any (`num_nextn_predict_layers` > 0), whatever `include_mtp` says for parameter counts."""
-    if not spec.num_nextn_predict_layers or spec.include_mtp:
-        return spec
-    memo = spec.memo
-    if "checkpoint_spec" not in memo:
-        memo["checkpoint_spec"] = spec.replace(include_mtp=True)
-    return memo["checkpoint_spec"]
-
-
-def checkpoint_extras(spec: ModelSpec) -> tuple[int, int]:
-    """(values in the base dtype, fp32 values) a checkpoint stores beyond param_breakdown of its
-    checkpoint_spec: each MTP layer's own copies of the V x h embedding and output head
-    (deepseek-ai/DeepSeek-V3 and R1 store model.layers.61.embed_tokens and .shared_head.head,
-    zai-org/GLM-4.5-Air model.layers.46.*: the Hub's BF16 counts hold two V x h tables more
-    than the model), and the fp32 e_score_correction_bias buffer, one value per routed expert of
-    every MoE layer, MTP layers included (transformers modeling_deepseek_v3.py /
-    modeling_glm4_moe.py register it as an nn.Buffer kept in fp32; the Hub's F32 counts)."""
-    n = spec.num_nextn_predict_layers if spec.include_mtp else 0
-    tables = n * MTP_TABLE_COPIES * spec.vocab_size * spec.hidden_size
-    buffers = 0
-    if spec.e_score_correction_bias and spec.is_moe:
-        moe = sum(1 for _, mlp in spec.layer_kinds if mlp == "sparse")
-        moe += n if spec.mlp_types[-1] == "sparse" else 0  # an MTP block is like the last layer
-        buffers = moe * spec.num_local_experts
-    return tables, buffers
-
-
 def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, int]:
     kv_layers = sum(1 for t in spec.attention_types if t != "linear_attention")
     spec = checkpoint_spec(spec)
@@ -220,11 +199,10 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
     base = dtype_bytes(dtype)
     tables, buffers = checkpoint_extras(spec)
     params["mtp"] += tables
+    fp32 = fp32_norms(spec)
     if q is None:
         result = {c: n * base for c, n in params.items() if c in COMPONENTS}
-        if buffers:
-            result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
-        return result
+        return _fp32_values(result, fp32, buffers, base)
     out: dict[str, int] = {}
     left = dict(params)
     for x, s, copies, parts in _entries(spec, q):
@@ -248,12 +226,25 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
             ),
         )
     )
-    if buffers:
-        result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
+    result = _fp32_values(result, fp32, buffers, base)
     if q.kv_cache is not None:
         result["kv_scales"] = checkpoint_kv_scale_bytes(
             q.kv_cache, layers=kv_layers, kv_heads=spec.n_kv_heads, head_dim=spec.head_dim
         )
+    return result
+
+
+def _fp32_values(
+    result: dict[str, int], fp32: dict[str, int], buffers: int, base: int
+) -> dict[str, int]:
+    """Moves the norms a checkpoint keeps in fp32 out of their components' base-dtype bytes into
+    "norm:fp32", and adds the e_score_correction_bias buffers."""
+    for c, n in fp32.items():
+        result[c] -= n * base
+    if fp32:
+        result["norm:fp32"] = sum(fp32.values()) * FP32_BYTES
+    if buffers:
+        result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
     return result
 
 
