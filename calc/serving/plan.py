@@ -155,6 +155,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
     lines = [f"Model loading took {weights[rank] / GIB:.4f} GiB"]
+    if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
+        lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
     if config.is_v1:
         refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
         lines += [
