@@ -117,8 +117,8 @@ def test_nsa_refusals(spec):
     with pytest.raises(ValueError, match="'page_size' must be 64 for SGLang's NSA pool"):
         engine_plan(spec, "h100-sxm", "sglang", version="0.5.3.post1", mem_fraction_static=0.8,
                     kv_cache_dtype="fp8_e4m3", tensor_parallel_size=8, available_kv_gib=40)  # fmt: skip
-    with pytest.raises(ValueError, match="vLLM's sparse-MLA"):
-        kv_layout(spec, 8, 1, "fp8_e4m3", "vllm", (0, 11, 0))
+    with pytest.raises(ValueError, match="DeepseekV32ForCausalLM'\\] are not supported"):
+        kv_layout(spec, 8, 1, "fp8_e4m3", "vllm", (0, 10, 2))  # vLLM before 0.11.0
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ parallel linear layers load them (model_executor/layers/linear.py and fused_moe)
   GPUs (`group_size` must divide in / tp); GPTQ with desc_act keeps every group's scales and
   zeros on each GPU (vLLM gptq.py: scale_and_zero_input_dim None when act order partitions the
   input); the bias is replicated;
-- replicated: routers, shared-expert gates, MLA's q_a_proj / kv_a_proj_with_mqa, MTP eh_proj;
+- replicated: routers, shared-expert gates, MLA's q_a_proj / kv_a_proj_with_mqa, MTP eh_proj,
+  DeepSeek-V3.2's indexer wq_b / wk / weights_proj (ReplicatedLinear in vLLM's deepseek_v2.py
+  Indexer, 0.11.0 - 0.17.0 sdists, and SGLang's nsa_indexer.py);
 - vocab-parallel: embedding and untied LM head, ceil(V / tp) rows (vLLM's padding to 64 ignored);
 - experts: with ep = 1 split like the MLP (tp-ways on the intermediate width); with ep > 1 each
   GPU holds ceil(E / ep) whole experts (vLLM expert parallelism: no TP inside experts).
@@ -36,7 +38,10 @@ from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
 ROW = ("o_proj", "down_proj", "out_proj", "w2", "dense", "dense_4h_to_h")  # + Mixtral, Falcon
-REPLICATED = ("gate", "router", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa", "eh_proj")
+REPLICATED = (
+    *("gate", "router", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa", "eh_proj"),
+    *("wq_b", "wk", "weights_proj"),  # DeepSeek-V3.2's indexer
+)
 
 
 def _shard(spec: ModelSpec, x: Linear, tp: int, ep: int) -> tuple[Linear, str]:

@@ -142,6 +142,11 @@ def _quantizable(q: QuantConfig, spec: ModelSpec, x: Linear) -> bool:
         # (vLLM deepseek_mtp.py, glm4_moe_mtp.py; SGLang deepseek_nextn.py), never quantized:
         # DeepSeek-V3/R1's F8_E4M3 count is exactly their other matrices (test_quant_checkpoints_fp8)
         return False
+    if x.module.endswith("indexer.weights_proj"):
+        # DeepSeek-V3.2's indexer head weights are stored in bf16 (SGLang nsa_indexer.py: "NOTE:
+        # weights_proj in the checkpoint is stored in bf16"); vLLM builds the module with
+        # quant_config=None (vllm 0.11.0 sdist, model_executor/models/deepseek_v2.py Indexer)
+        return False
     if x.component == "lm_head":
         return q.quantize_lm_head if m == "gptq" else m not in ("awq", "mxfp4")
     if m == "mxfp4":

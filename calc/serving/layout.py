@@ -28,6 +28,8 @@ before; from 0.10.1 vLLM disables the hybrid allocator for them unless
 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (VllmConfig.__post_init__; the variable is
 absent in 0.10.0's envs.py, False from 0.10.1), and then sizes every layer as full attention.
 With the hybrid manager disabled, or before it (V0), every layer is sized as full attention.
+DeepSeek-V3.2's indexed layers in vLLM: one group of the latent and indexer-key caches, block
+size 64 (calc.serving.indexed).
 SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only; DeepSeek-V3.2's
 indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss
 (GptOssForCausalLM, model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
@@ -40,6 +42,13 @@ from dataclasses import dataclass
 
 from calc.dtypes import dtype_bits
 from calc.layers import KINDS
+from calc.serving.indexed import (
+    NSA_PAGE_SIZE,
+    VLLM_SPARSE_BLOCK,
+    check_vllm_v32_version,
+    nsa_token_bytes,
+    vllm_sparse_token_bytes,
+)
 from calc.serving.memory import cdiv
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
@@ -54,11 +63,6 @@ CHUNKED_HYBRID_OPT_IN_FROM = (0, 10, 1)  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HY
 MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
-# SGLang's NSATokenToKVPool (python/sglang/srt/mem_cache/memory_pool.py): pages of 64 tokens
-# (asserted on CUDA; server_args sets page_size 64 for DeepSeek DSA), fp8 blocks of 128 values
-# with one fp32 scale each, the rope part kept in bf16 (rope_storage_dtype).
-NSA_PAGE_SIZE = 64
-NSA_QUANT_BLOCK = 128
 # sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
 # (a4b424c, first in v0.5.3.post1: the oldest version bump that has it as an ancestor in
 # sglang's history, read in the kvcache-ai/sglang_awq fork): profile_max_num_token
@@ -91,9 +95,13 @@ class KVLayout:
     sglang_swa: tuple[int, int] | None = None  # SGLang's sliding pool: (full, sliding) layers
     index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
+    forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
 
     def block_size(self, configured: int) -> int:
-        """The attention block vLLM uses: `block_size`, raised for a linear layer's state."""
+        """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
+        the one the backend forces."""
+        if self.forced_block:
+            return self.forced_block
         if not self.state_bytes:
             return configured
         a = KERNEL_BLOCK_ALIGNMENT
@@ -169,26 +177,6 @@ def token_bytes(spec: ModelSpec, tp: int, kv_dtype: str) -> int:
     if not spec.is_mla:  # a rank keeps its KV heads (one, replicated, when tp > G)
         elems = elems // spec.n_kv_heads * kv_heads_per_gpu(spec, tp)
     return elems * dtype_bits(kv_dtype) // 8
-
-
-def nsa_token_bytes(spec: ModelSpec, kv_dtype: str) -> tuple[int, int]:
-    """(latent, indexer key) bytes of one token in one indexed layer of SGLang's NSA pool.
-
-    Latent (ModelRunner.calculate_mla_kv_cache_dim with NSATokenToKVPool): fp8 stores the
-    kv_lora_rank values in fp8, one fp32 scale per 128 of them and the rope key in bf16
-    (512 + 16 + 128 = 656 B for DeepSeek-V3.2); other dtypes kv_lora_rank + qk_rope_head_dim
-    values of that dtype. Indexer key: index_head_dim fp8 values and one fp32 scale per 128
-    (uint8 buffer; 132 B), whatever the cache dtype."""
-    r, rope = spec.kv_lora_rank, spec.qk_rope_head_dim
-    bits = dtype_bits(kv_dtype)
-    for field, n in (("kv_lora_rank", r), ("index_head_dim", spec.index_head_dim)):
-        if n % NSA_QUANT_BLOCK:
-            raise ValueError(
-                f"'{field}' must be a multiple of {NSA_QUANT_BLOCK} for SGLang's NSA pool: got {n}"
-            )
-    latent = r + r // NSA_QUANT_BLOCK * 4 + rope * 2 if bits == 8 else (r + rope) * bits // 8
-    d = spec.index_head_dim
-    return latent, d + d // NSA_QUANT_BLOCK * 4
 
 
 def _refuse(spec: ModelSpec, why: str):
@@ -274,19 +262,28 @@ def kv_layout(
 
 
 def _indexed_layout(spec, counts, split, kv_dtype, engine, version, common) -> KVLayout:
-    """DeepSeek-V3.2 (every layer indexed): SGLang's NSA pool. vLLM keeps the indexer keys in
-    a cache of their own beside the fp8_ds_mla latent: refused until modelled."""
-    if engine != "sglang":
-        _refuse(spec, "vLLM's sparse-MLA (fp8_ds_mla) and indexer caches")
+    """DeepSeek-V3.2 (every layer indexed). SGLang: the NSA pool, latent and indexer keys in one
+    token pool. vLLM (calc.serving.indexed): one UniformTypeKVCacheSpecs group of the latent and
+    indexer-key layers, block size 64; `token_bytes` is one token of both caches of a layer."""
     if len(counts) > 1:
         _refuse(spec, "indexed layers mixed with other attention kinds")
+    group = Group("indexed_attention", max(split))
+    if engine != "sglang":
+        check_vllm_v32_version(version)
+        if len(split) > 1:  # the global UniformTypeKVCacheSpecs page up to 0.16, projected after
+            _refuse(spec, "vLLM's DeepSeek-V3.2 caches with pipeline parallelism")
+        latent, index = vllm_sparse_token_bytes(spec, kv_dtype)
+        kb = dtype_bits(kv_dtype) // 8
+        common = {**common, "head_size": latent // kb, "kv_bytes": kb}
+        return KVLayout(
+            (group,), max(split), split, latent + index, **common, forced_block=VLLM_SPARSE_BLOCK
+        )
     latent, index = nsa_token_bytes(spec, kv_dtype)
     kb = (
         dtype_bits(kv_dtype) // 8
     )  # the pool's element: uint8 for fp8 (656 a token), else the dtype
     common = {**common, "head_size": latent // kb, "kv_bytes": kb}
     counted = version >= NSA_INDEXER_COUNTED_FROM
-    group = Group("indexed_attention", max(split))
     return KVLayout(
         (group,), max(split), split, latent, **common, index_bytes=index, index_counted=counted
     )

@@ -23,6 +23,7 @@ from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.hardware import HardwareSpec, resolve_hardware
+from calc.serving.indexed import vllm_v32_kv_dtype, vllm_v32_load_bytes
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.quant_weights import plan_weights
@@ -91,6 +92,10 @@ def prepare(
     ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
     weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name)
     kd = config.kv_dtype(activation_dtype(wd))
+    if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
+        kd = vllm_v32_kv_dtype(config.kv_cache_dtype, config.version_tuple, activation_dtype(wd))
+        extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
+        weights = tuple(w + extra for w in weights)
     hybrid = chunked = True
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
@@ -150,6 +155,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
     lines = [f"Model loading took {weights[rank] / GIB:.4f} GiB"]
+    if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
+        lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
     if config.is_v1:
         refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
         lines += [

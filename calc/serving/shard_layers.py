@@ -10,7 +10,10 @@ vLLM's parallel linear layers (vllm/model_executor/layers/linear.py) and models:
   qwen3_next.py, gpt_oss.py, llama4.py), Qwen3-Next's `shared_expert_gate`, and MLA's down
   projections `q_a_proj` / `kv_a_proj_with_mqa` (deepseek_v2.py DeepseekV2MLAAttention; fused as
   `fused_qkv_a_proj` in later releases, still replicated). MLA's `q_b_proj` and `kv_b_proj` are
-  ColumnParallelLinear, `o_proj` row-parallel.
+  ColumnParallelLinear, `o_proj` row-parallel. DeepSeek-V3.2's indexer `wq_b`, `wk` and
+  `weights_proj` are ReplicatedLinear ("no tensor parallel, just replicated": vllm 0.11.0 -
+  0.17.0 sdists, vllm/model_executor/models/deepseek_v2.py Indexer; SGLang's nsa_indexer.py
+  Indexer alike), its k_norm a replicated LayerNorm.
 - routed experts (FusedMoE): each expert's intermediate width split tp-ways (the down bias on
   every rank), or, with expert parallelism, E / ep whole experts per rank. Shared experts are a
   tensor-parallel MLP (DeepseekV2MLP / Qwen3NextMLP / Llama4MLP with the TP group).
@@ -30,7 +33,9 @@ from calc.params import layer_breakdown
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
-REPLICATED = frozenset({"gate", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa"})
+REPLICATED = frozenset(
+    {"gate", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa", "wq_b", "wk", "weights_proj"}
+)
 ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj"})
 SPLIT_VECTORS = ("attn/sinks", "attn/linear")  # split by heads; other vectors are replicated
 QUANTIZABLE = ("attn/q", "attn/kv", "attn/o", "attn/linear", "mlp", "mlp/shared")
