@@ -27,6 +27,14 @@ GIB = 2**30
 # of each (vllm/envs.py, vllm/v1/worker/gpu_worker.py). vLLM's own log line says "default since
 # v0.21.0", but the 0.20.0 release already ships the "1" default (and gpu_memory_utilization 0.92).
 CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
+# What is subtracted is measured, not computed (0.20.0 sdist, GPUModelRunner.
+# profile_cudagraph_memory): for each CUDA-graph mode (FULL, PIECEWISE) it captures the two
+# largest batch sizes into a temporary pool and reads the drop in cudaMemGetInfo's free memory
+# for each, then takes max over modes of the first capture + sum over modes of
+# (graphs in the mode - 1) x max(the second capture, 1 MiB). Both samples are the CUDA driver's
+# and the graph pool's allocations on that GPU, which vLLM's source does not fix: kvcalc keeps
+# the user-given EngineConfig.cudagraph_memory_gib (default 0; vLLM logs "Estimated CUDA graph
+# memory: X GiB total", or the "Graph capturing finished ... took X GiB" of an earlier start).
 # From these releases vLLM's non-torch term is only what the profile run added to the memory
 # outside torch, counted from a snapshot taken before it (vllm/utils.py memory_profiling with a
 # baseline; the worker's "non_torch_memory takes X GiB"): the CUDA context and whatever else was
