@@ -82,25 +82,17 @@ def activation_dtype(weight_dtype: str) -> str:
     return "fp32" if canonical_dtype(weight_dtype) == "fp32" else "bf16"
 
 
-def activation_bytes_per_gpu(
+def forward_activation_bytes(
     spec: ModelSpec,
     tp: int = 1,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     act_dtype: str = "bf16",
 ) -> int:
-    """Peak transient memory of one prefill chunk of T = max_num_batched_tokens tokens.
-
-    The larger of
-    - the forward: T x bytes x (2h (hidden states + residual) + the widest per-GPU
-      intermediate: fused QKV output + attention output, or the MLP's gate/up output plus its
-      activation (x top-k for MoE, plus the combined expert outputs)); FlashAttention-style
-      kernels keep no T x T scores;
-    - the sampler: min(T, max_num_seqs) rows x V x SAMPLER_BYTES_PER_LOGIT (full vocabulary: the
-      LM head's shards are gathered before sampling).
-    """
+    """Peak transient memory of the forward over one prefill chunk of T = max_num_batched_tokens
+    tokens: T x bytes x (2h (hidden states + residual) + the widest per-GPU intermediate: fused
+    QKV output + attention output, or the MLP's gate/up output plus its activation (x top-k for
+    MoE, plus the combined expert outputs)); FlashAttention-style kernels keep no T x T scores."""
     T = check_count("max_num_batched_tokens", max_num_batched_tokens)
-    S = check_count("max_num_seqs", max_num_seqs)
     a = dtype_bits(act_dtype) // 8
     h, d = spec.hidden_size, spec.head_dim
     q = spec.num_attention_heads // tp * d
@@ -109,7 +101,23 @@ def activation_bytes_per_gpu(
     mlp = (3 if spec.mlp_kind == "gated" else 2) * f  # gate/up output + activation output
     if spec.is_moe:
         mlp = spec.num_experts_per_tok * (mlp + h)  # every token visits k experts
-    forward = T * a * (2 * h + max(attn, mlp))
+    return T * a * (2 * h + max(attn, mlp))
+
+
+def activation_bytes_per_gpu(
+    spec: ModelSpec,
+    tp: int = 1,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    act_dtype: str = "bf16",
+) -> int:
+    """Peak transient memory of one prefill chunk of T = max_num_batched_tokens tokens: the
+    larger of the forward (forward_activation_bytes) and the sampler, min(T, max_num_seqs) rows
+    x V x SAMPLER_BYTES_PER_LOGIT (full vocabulary: the LM head's shards are gathered before
+    sampling)."""
+    T = check_count("max_num_batched_tokens", max_num_batched_tokens)
+    S = check_count("max_num_seqs", max_num_seqs)
+    forward = forward_activation_bytes(spec, tp, T, act_dtype)
     sampler = min(T, S) * spec.vocab_size * SAMPLER_BYTES_PER_LOGIT
     return max(forward, sampler)
 

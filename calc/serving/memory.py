@@ -147,6 +147,39 @@ def vllm_v0_profile_peak_bytes(tokens, hidden, q_width, kv_width, inter, act_byt
     return tokens * act_bytes * (3 * hidden + _maximum(3 * inter, 2 * q_width + 2 * kv_width))
 
 
+def vllm_v1_sort_sampler_peak_bytes(rows, vocab, vocab_padded, logits_bytes):
+    """The V1 profile run's dummy sampler at its peak, on the native top-k/top-p path (a full
+    sort of the vocabulary), `rows` = min(max_num_batched_tokens, max_num_seqs) requests.
+    _dummy_sampler_run asks for top_k = V - 1 and top_p = 0.9 with no penalties and no logprobs
+    (vllm 0.8.0-0.16.x sdists, vllm/v1/worker/gpu_model_runner.py), so Sampler.forward
+    (vllm/v1/sample/sampler.py) and TopKTopPSampler.forward_native -> apply_top_k_top_p
+    (vllm/v1/sample/ops/topk_topp_sampler.py) hold, while `logits.sort(dim=-1)` runs:
+    - the LM head's logits in the model dtype, rows x padded vocabulary (compute_logits slices
+      [..., :vocab] as a view; the caller keeps the tensor): vocab_padded x logits_bytes;
+    - Sampler.forward's `logits.to(torch.float32)`: 4 B a logit;
+    - the sort's outputs, values (fp32) and indices (int64): 4 + 8 B;
+    - inside torch's CUDA sort, for rows >= 128 segments (aten/src/ATen/native/cuda/
+      SortStable.cu, segmented_sort_pairs): the int64 reverse-index input (8 B) and cub's
+      DeviceSegmentedRadixSort temporary storage, which holds the alternate key and value
+      buffers when the input may not be overwritten (4 + 8 B).
+    The later steps (masks, softmax, scatter: 7 x 4 B a logit at most) stay below this.
+    So rows x (vocab_padded x logits_bytes + 36 x vocab). A vLLM 0.11.0 DEBUG line of
+    Qwen3-8B at 2048 batched tokens and 256 sequences ("torch peak memory increase: 1.40GiB")
+    is this term plus vllm_v1_sampler_live_bytes (tests/test_serving_overheads.py)."""
+    return rows * (vocab_padded * logits_bytes + 36 * vocab)
+
+
+def vllm_v1_sampler_live_bytes(tokens_held, rows, hidden, act_bytes, random_copy=True):
+    """What the V1 profile run still holds from its dummy forward while the sampler runs:
+    from 0.9.2 profile_run keeps both `hidden_states, last_hidden_states = _dummy_run(...)`,
+    the last layer's output (`tokens_held` = max_num_batched_tokens rows; 0.8.0-0.9.1 return
+    only the gather, so pass 0); the gather at each request's last token, rows x hidden; and
+    from 0.9.0 _dummy_sampler_run's `torch.rand_like` copy of it, rows x hidden (vllm 0.8.0 -
+    0.10.0 sdists, vllm/v1/worker/gpu_model_runner.py, profile_run / _dummy_run /
+    _dummy_sampler_run)."""
+    return (tokens_held + rows * (2 if random_copy else 1)) * hidden * act_bytes
+
+
 # --- SGLang -----------------------------------------------------------------------------------
 
 

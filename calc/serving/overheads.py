@@ -1,8 +1,9 @@
 """The non-KV terms of vLLM's available-memory sum, per GPU: the profile run's activation peak,
 the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
-Formulas live in calc.serving.memory (vLLM V0's eager profile peak) and calc.capacity (the
-generic estimate every other case uses); this module picks which applies to a config.
+Formulas live in calc.serving.memory (vLLM V0's eager profile peak; V1's dummy sampler, read
+in the 0.8.0-0.16.x sdists) and calc.capacity (the generic estimate every other case uses);
+this module picks which applies to a config.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from calc.capacity import (
     SAMPLER_BYTES_PER_LOGIT,
     activation_bytes_per_gpu,
     activation_dtype,
+    forward_activation_bytes,
 )
 from calc.dtypes import dtype_bits
 from calc.serving import memory as m
@@ -25,6 +27,14 @@ GIB = 2**30
 # of each (vllm/envs.py, vllm/v1/worker/gpu_worker.py). vLLM's own log line says "default since
 # v0.21.0", but the 0.20.0 release already ships the "1" default (and gpu_memory_utilization 0.92).
 CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
+# What is subtracted is measured, not computed (0.20.0 sdist, GPUModelRunner.
+# profile_cudagraph_memory): for each CUDA-graph mode (FULL, PIECEWISE) it captures the two
+# largest batch sizes into a temporary pool and reads the drop in cudaMemGetInfo's free memory
+# for each, then takes max over modes of the first capture + sum over modes of
+# (graphs in the mode - 1) x max(the second capture, 1 MiB). Both samples are the CUDA driver's
+# and the graph pool's allocations on that GPU, which vLLM's source does not fix: kvcalc keeps
+# the user-given EngineConfig.cudagraph_memory_gib (default 0; vLLM logs "Estimated CUDA graph
+# memory: X GiB total", or the "Graph capturing finished ... took X GiB" of an earlier start).
 # From these releases vLLM's non-torch term is only what the profile run added to the memory
 # outside torch, counted from a snapshot taken before it (vllm/utils.py memory_profiling with a
 # baseline; the worker's "non_torch_memory takes X GiB"): the CUDA context and whatever else was
@@ -46,6 +56,19 @@ NON_TORCH_INCREASE_V1_FROM = (0, 9, 1)
 # NCCL and custom all-reduce buffers: no published breakdown yet, so calc.capacity's multi-GPU
 # reserve stays.
 NON_TORCH_INCREASE_BYTES = GIB // 10
+# vLLM V1's profile run ends with a dummy sampler step whose native top-k/top-p path sorts the
+# whole vocabulary (memory.vllm_v1_sort_sampler_peak_bytes) in 0.8.0-0.16.x. From 0.17.0
+# apply_top_k_top_p runs a Triton kernel for >= 8 rows (apply_top_k_top_p_triton, 0.17.0 sdist,
+# vllm/v1/sample/ops/topk_topp_sampler.py) and from 0.22.0 VLLM_USE_FLASHINFER_SAMPLER defaults
+# to on (vllm/envs.py): not derived, calc.capacity's estimate stays. Up to 0.11.0 FlashInfer's
+# sampler replaces the sort when the flashinfer package is importable (not a pip dependency
+# before 0.11.1; vLLM's Docker image has it): kvcalc takes the pip install, as the logs show.
+V1_SORT_SAMPLER_UNTIL = (0, 17, 0)
+V1_SAMPLER_RANDOM_COPY_FROM = (0, 9, 0)  # _dummy_sampler_run's torch.rand_like (0.9.0 sdist)
+V1_HOLDS_FORWARD_OUTPUT_FROM = (0, 9, 2)  # _dummy_run returns hidden_states too (0.9.2 sdist)
+VOCAB_PADDING = (
+    64  # DEFAULT_VOCAB_PADDING_SIZE, vllm/model_executor/layers/vocab_parallel_embedding.py
+)
 
 
 def non_torch_bytes(tp: int, pp: int) -> int:
@@ -78,6 +101,28 @@ def _v0_dense(spec, config) -> bool:
     )
 
 
+def vllm_v1_activation_bytes(spec, config, act_dtype: str) -> int | None:
+    """V1's torch peak increase over the profile run, 0.8.0-0.16.x: the larger of the dummy
+    forward at max_num_batched_tokens (calc.capacity.forward_activation_bytes, the generic
+    estimate: the eager / torch.compile'd forward of each architecture is not derived) and the
+    dummy sampler with what the forward left alive (memory.vllm_v1_sort_sampler_peak_bytes +
+    vllm_v1_sampler_live_bytes). None outside those releases. With pipeline parallelism only
+    the last rank samples; kvcalc charges every rank the same peak."""
+    v = config.version_tuple
+    if not config.is_v1 or v >= V1_SORT_SAMPLER_UNTIL:
+        return None
+    a = dtype_bits(act_dtype) // 8
+    T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
+    rows = min(T, config.max_num_seqs)
+    V = spec.vocab_size
+    sampler = m.vllm_v1_sort_sampler_peak_bytes(rows, V, -(-V // VOCAB_PADDING) * VOCAB_PADDING, a)
+    held = T if v >= V1_HOLDS_FORWARD_OUTPUT_FROM else 0
+    live = m.vllm_v1_sampler_live_bytes(
+        held, rows, spec.hidden_size, a, v >= V1_SAMPLER_RANDOM_COPY_FROM
+    )
+    return max(forward_activation_bytes(spec, tp, T, act_dtype), sampler + live)
+
+
 def overheads(spec, config, wd, calibration):
     """(activation, non-torch, CUDA graphs) per GPU: calibrated, or estimated."""
     cal = calibration or {}
@@ -103,6 +148,8 @@ def overheads(spec, config, wd, calibration):
         )
         sampler = min(config.max_num_batched_tokens, config.max_num_seqs) * spec.vocab_size
         act = max(forward, sampler * SAMPLER_BYTES_PER_LOGIT)
+    elif config.engine == "vllm":
+        act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd)) or act
     cg = 0
     if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
         cg = int(config.cudagraph_memory_gib * GIB)
