@@ -117,3 +117,28 @@ def test_padded_vocabulary_only_in_the_model_dtype_logits():
     from calc.serving.memory import vllm_v1_sort_sampler_peak_bytes
 
     assert vllm_v1_sort_sampler_peak_bytes(4, 100, 128, 2) == 4 * (128 * 2 + 100 * 36)
+
+
+@pytest.mark.parametrize("version", ["0.17.0", "0.18.0"])
+def test_qwen3_14b_sweep_triton_sampler(version):
+    """0.17.0 / 0.18.0: the Triton top-k/top-p path (tests/test_serving_llmd_runs.py has the
+    term by term account): 1,024 rows x (2 + 12 B) a logit, the kernel's 132-row fp32 buffer,
+    the forward's output, gather and copy, the cuBLAS workspace. Logged: 2.23 GiB in both; the
+    non-torch increase 0.13 GiB (0.17.0) and 0.25 GiB (0.18.0, which profiles CUDA graphs inside
+    the window), the calibrated table's values."""
+    run = next(r for r in RUNS["qwen3_14b_version_sweep"] if r["version"] == version)
+    V = 151936
+    expected = 1024 * V * (2 + 12) + 132 * V * 4 + (8192 + 2 * 1024) * 5120 * 2
+    expected += H100_CUBLAS_WORKSPACE
+    p = engine_plan(
+        QWEN3_14B,
+        load_hardware("h100-sxm"),
+        version=version,
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        max_model_len=8192,
+        gpu_memory_utilization=0.95,
+    )
+    assert p.activation_bytes == expected
+    assert round(expected / GIB, 2) == run["activation_gib"] == 2.23
+    assert round(p.non_torch_bytes / GIB, 2) == run["non_torch_gib"]
