@@ -64,7 +64,7 @@ def engine_plan_grid(
             per_rank = [f.given_bytes(given)] * len(weights)
         else:
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
-            act, nt, cg = overheads(spec, cfg, wd, calibration)
+            act, nt, cg = overheads(spec, cfg, wd, calibration, hw)
             per_rank = f.vllm_available(cfg, weights, total, act, nt, cg, u)
         r = f.vllm_figures(lay, cfg, per_rank, L)
         avail = r["available_bytes"]

@@ -60,6 +60,10 @@ class HardwareSpec(BaseModel):
     driver_total_mib: int | None = Field(default=None, gt=0)  # nvidia-smi "Total", if published
     hbm_bandwidth_gb_per_s: float = Field(gt=0)  # decimal GB/s, as published
 
+    # --- compute units (what start-up buffers are sized by) ---------------------------------
+    multiprocessors: int | None = Field(default=None, gt=0)  # SMs (NVIDIA), as published
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")  # "9.0"
+
     # --- math ---------------------------------------------------------------------------------
     peak_tflops: dict[PeakDtype, float]  # as published; int8 is TOPS
     peak_tflops_sparse: tuple[PeakDtype, ...] = ()  # entries published "with sparsity"

@@ -180,6 +180,26 @@ def vllm_v1_sampler_live_bytes(tokens_held, rows, hidden, act_bytes, random_copy
     return (tokens_held + rows * (2 if random_copy else 1)) * hidden * act_bytes
 
 
+def vllm_v1_triton_sampler_peak_bytes(rows, vocab, vocab_padded, logits_bytes, num_sms):
+    """The V1 profile run's dummy sampler at its peak when apply_top_k_top_p runs its Triton
+    kernel (>= 8 rows; vllm 0.17.0-0.19.0 sdists, vllm/v1/sample/ops/topk_topp_sampler.py,
+    topk_topp_triton.py, vllm/v1/sample/sampler.py; FlashInfer's sampler is opt-in there). While
+    random_sample's `probs.div_(q).argmax` runs, these are alive:
+    - the LM head's logits in the model dtype, rows x padded vocabulary (_dummy_sampler_run
+      keeps them): vocab_padded x logits_bytes;
+    - Sampler.forward's `logits.to(torch.float32)`: 4 B a logit, none for an fp32 model (.to
+      returns the same tensor);
+    - forward_native's `probs = logits.softmax(dim=-1, dtype=torch.float32)` and random_sample's
+      `q = torch.empty_like(probs)`: 4 + 4 B (the top-k/top-p masking is in place);
+    - apply_top_k_top_p_triton's per-program buffer, cached for the process
+      (_TRITON_BUFFER_CACHE): min(next_power_of_2(programs), SMs) rows x vocab, fp32, with
+      programs = min(SMs, rows)."""
+    programs = min(num_sms, rows)
+    buffer_rows = min(1 << (programs - 1).bit_length(), num_sms)
+    copy = 0 if logits_bytes == 4 else 4
+    return rows * (vocab_padded * logits_bytes + (copy + 8) * vocab) + buffer_rows * vocab * 4
+
+
 # --- SGLang -----------------------------------------------------------------------------------
 
 

@@ -56,14 +56,47 @@ NON_TORCH_INCREASE_V1_FROM = (0, 9, 1)
 # NCCL and custom all-reduce buffers: no published breakdown yet, so calc.capacity's multi-GPU
 # reserve stays.
 NON_TORCH_INCREASE_BYTES = GIB // 10
+# vLLM V1 0.15.0-0.19.x on one H100 SXM 80GB: CALIBRATION on the llm-d-planner runs (real
+# start-ups, https://github.com/llm-d-incubation/llm-d-planner, commit d3121e0,
+# accuracy/results/v0.19.0/results_raw.csv and version-sweep/runs/*.json; the values a test
+# needs are in tests/fixtures/engine_runs/llmd-planner.json), not derived from source. The
+# "non-torch forward increase memory" logged:
+# - one GPU: 0.13 GiB in 0.15.0-0.17.0 (Qwen3-14B); 0.24-0.27 GiB in 0.18.0 and 0.19.0 on every
+#   model but IBM Granite (0.46), because from 0.18.0 determine_available_memory calls
+#   profile_cudagraph_memory inside the memory_profiling window (0.18.0 / 0.19.0 sdists,
+#   vllm/v1/worker/gpu_worker.py; 0.17.0's does not), whose graph captures leave driver memory
+#   behind;
+# - pipeline parallel (TP 1, PP 2 / 4, Llama-3.1-8B): 0.07 GiB on every rank;
+# - tensor parallel: 2.06-2.11 GiB at TP 2 (8 runs), 2.13-2.21 GiB at TP 4 (5 runs): the
+#   init snapshot is taken after NCCL's set-up (gpu_worker.init_device), so this is what the
+#   first collectives, the custom all-reduce and FlashInfer's all-reduce-fusion workspaces
+#   (0.19.0 logs: "Initialized FlashInfer All Reduce workspace") allocate; their sizes are set
+#   inside NCCL / FlashInfer, not by vLLM, so kvcalc takes the medians.
+# Other GPUs, TP > 4 and TP x PP are not covered by these runs: the same values are used.
+NON_TORCH_LLMD_FROM = (0, 15, 0)
+NON_TORCH_LLMD_UNTIL = (0, 20, 0)
+NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM = (0, 18, 0)
+NON_TORCH_LLMD_ONE_GPU = round(0.13 * GIB)
+NON_TORCH_LLMD_ONE_GPU_GRAPHS = round(0.25 * GIB)
+NON_TORCH_LLMD_PP = round(0.07 * GIB)
+NON_TORCH_LLMD_TP2 = round(2.07 * GIB)
+NON_TORCH_LLMD_TP4 = round(2.17 * GIB)
 # vLLM V1's profile run ends with a dummy sampler step whose native top-k/top-p path sorts the
 # whole vocabulary (memory.vllm_v1_sort_sampler_peak_bytes) in 0.8.0-0.16.x. From 0.17.0
 # apply_top_k_top_p runs a Triton kernel for >= 8 rows (apply_top_k_top_p_triton, 0.17.0 sdist,
-# vllm/v1/sample/ops/topk_topp_sampler.py) and from 0.22.0 VLLM_USE_FLASHINFER_SAMPLER defaults
-# to on (vllm/envs.py): not derived, calc.capacity's estimate stays. Up to 0.11.0 FlashInfer's
+# vllm/v1/sample/ops/topk_topp_sampler.py), see V1_SAMPLER_DERIVED_UNTIL. Up to 0.11.0 FlashInfer's
 # sampler replaces the sort when the flashinfer package is importable (not a pip dependency
 # before 0.11.1; vLLM's Docker image has it): kvcalc takes the pip install, as the logs show.
 V1_SORT_SAMPLER_UNTIL = (0, 17, 0)
+# 0.17.0-0.19.x: the Triton kernel (memory.vllm_v1_triton_sampler_peak_bytes). 0.20.0 makes
+# VLLM_USE_FLASHINFER_SAMPLER tri-state (unset: None) and 0.21.0 defaults it to on (vllm/envs.py
+# of each sdist): not derived, calc.capacity's estimate stays.
+V1_SAMPLER_DERIVED_UNTIL = (0, 20, 0)
+# torch's cuBLAS workspace is in the profile's peak in the llm-d-planner runs of 0.15.0-0.19.0
+# (tests/test_serving_overheads.py); older torch builds for CUDA >= 12.2 did not allocate it
+# through the caching allocator (CublasHandlePool.cpp's `CUDA_VERSION < 12200` guard), and which
+# vLLM release first ships a torch that does is not checked, so it is counted from 0.15.0.
+CUBLAS_WORKSPACE_COUNTED_FROM = (0, 15, 0)
 V1_SAMPLER_RANDOM_COPY_FROM = (0, 9, 0)  # _dummy_sampler_run's torch.rand_like (0.9.0 sdist)
 V1_HOLDS_FORWARD_OUTPUT_FROM = (0, 9, 2)  # _dummy_run returns hidden_states too (0.9.2 sdist)
 VOCAB_PADDING = (
@@ -81,10 +114,20 @@ def non_torch_bytes(tp: int, pp: int) -> int:
 def vllm_non_torch_bytes(config) -> int:
     """The non-torch term of vLLM's sum on one GPU: the profile run's increase from the
     releases that count from a baseline (NON_TORCH_INCREASE_*_FROM), else calc.capacity's
-    reserve for all memory outside torch."""
+    reserve for all memory outside torch. vLLM V1 0.15.0-0.19.x on an H100: the llm-d-planner
+    calibration (NON_TORCH_LLMD_*)."""
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+    v = config.version_tuple
+    if config.is_v1 and NON_TORCH_LLMD_FROM <= v < NON_TORCH_LLMD_UNTIL:
+        graphs = v >= NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM and not config.enforce_eager
+        if tp == 1 and pp == 1:
+            return NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
+        if tp == 1 and graphs:
+            return NON_TORCH_LLMD_PP
+        if tp > 1 and graphs:
+            return NON_TORCH_LLMD_TP2 if tp == 2 else NON_TORCH_LLMD_TP4
     start = NON_TORCH_INCREASE_V1_FROM if config.is_v1 else NON_TORCH_INCREASE_V0_FROM
-    if tp * pp == 1 and config.version_tuple >= start:
+    if tp * pp == 1 and v >= start:
         return NON_TORCH_INCREASE_BYTES
     return non_torch_bytes(tp, pp)
 
@@ -101,29 +144,54 @@ def _v0_dense(spec, config) -> bool:
     )
 
 
-def vllm_v1_activation_bytes(spec, config, act_dtype: str) -> int | None:
-    """V1's torch peak increase over the profile run, 0.8.0-0.16.x: the larger of the dummy
+def cublas_workspace_bytes(hw) -> int:
+    """PyTorch's cuBLAS workspace, allocated through the caching allocator at the first matmul
+    (the profile run's, so it is part of torch's peak): 4096 KiB x 8 on compute capability 9.0,
+    else 4096 KiB x 2 + 16 KiB x 8 (pytorch aten/src/ATen/cuda/CublasHandlePool.cpp,
+    parseChosenWorkspaceSize / getNewWorkspace; cuBLASLt shares it)."""
+    if hw.compute_capability == "9.0":
+        return 4096 * 1024 * 8
+    return 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | None:
+    """V1's torch peak increase over the profile run, 0.8.0-0.19.x: the larger of the dummy
     forward at max_num_batched_tokens (calc.capacity.forward_activation_bytes, the generic
     estimate: the eager / torch.compile'd forward of each architecture is not derived) and the
-    dummy sampler with what the forward left alive (memory.vllm_v1_sort_sampler_peak_bytes +
-    vllm_v1_sampler_live_bytes). None outside those releases. With pipeline parallelism only
-    the last rank samples; kvcalc charges every rank the same peak."""
+    dummy sampler with what the forward left alive (memory.vllm_v1_sampler_live_bytes): the
+    full-vocabulary sort (memory.vllm_v1_sort_sampler_peak_bytes) before 0.17.0, the Triton
+    top-k/top-p kernel (memory.vllm_v1_triton_sampler_peak_bytes) in 0.17.0-0.19.x on a GPU
+    whose SM count is known; from 0.15.0 plus torch's cuBLAS workspace (cublas_workspace_bytes).
+    With pipeline parallelism the last rank samples while it also holds the intermediate
+    tensors it received (hidden states and residual, T x h each: make_empty_intermediate_tensors
+    in _dummy_run, 0.9.2-0.19.0 sdists); kvcalc charges every rank that rank's peak. None
+    outside these releases."""
     v = config.version_tuple
-    if not config.is_v1 or v >= V1_SORT_SAMPLER_UNTIL:
+    if not config.is_v1 or v >= V1_SAMPLER_DERIVED_UNTIL:
+        return None
+    triton = v >= V1_SORT_SAMPLER_UNTIL
+    if triton and (hw is None or hw.multiprocessors is None):
         return None
     a = dtype_bits(act_dtype) // 8
     T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
     rows = min(T, config.max_num_seqs)
-    V = spec.vocab_size
-    sampler = m.vllm_v1_sort_sampler_peak_bytes(rows, V, -(-V // VOCAB_PADDING) * VOCAB_PADDING, a)
+    V, h = spec.vocab_size, spec.hidden_size
+    Vp = -(-V // VOCAB_PADDING) * VOCAB_PADDING
+    if triton:
+        sampler = m.vllm_v1_triton_sampler_peak_bytes(rows, V, Vp, a, hw.multiprocessors)
+    else:
+        sampler = m.vllm_v1_sort_sampler_peak_bytes(rows, V, Vp, a)
     held = T if v >= V1_HOLDS_FORWARD_OUTPUT_FROM else 0
-    live = m.vllm_v1_sampler_live_bytes(
-        held, rows, spec.hidden_size, a, v >= V1_SAMPLER_RANDOM_COPY_FROM
-    )
-    return max(forward_activation_bytes(spec, tp, T, act_dtype), sampler + live)
+    live = m.vllm_v1_sampler_live_bytes(held, rows, h, a, v >= V1_SAMPLER_RANDOM_COPY_FROM)
+    if config.pipeline_parallel_size > 1 and v >= V1_HOLDS_FORWARD_OUTPUT_FROM:
+        live += 2 * T * h * a
+    peak = max(forward_activation_bytes(spec, tp, T, act_dtype), sampler + live)
+    if v >= CUBLAS_WORKSPACE_COUNTED_FROM and hw is not None:
+        peak += cublas_workspace_bytes(hw)
+    return peak
 
 
-def overheads(spec, config, wd, calibration):
+def overheads(spec, config, wd, calibration, hw=None):
     """(activation, non-torch, CUDA graphs) per GPU: calibrated, or estimated."""
     cal = calibration or {}
     tp = config.tensor_parallel_size
@@ -149,7 +217,7 @@ def overheads(spec, config, wd, calibration):
         sampler = min(config.max_num_batched_tokens, config.max_num_seqs) * spec.vocab_size
         act = max(forward, sampler * SAMPLER_BYTES_PER_LOGIT)
     elif config.engine == "vllm":
-        act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd)) or act
+        act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd), hw) or act
     cg = 0
     if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
         cg = int(config.cudagraph_memory_gib * GIB)

@@ -144,7 +144,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         avail = [f.given_bytes(given_gib)] * len(weights)
         source = "given"
     else:
-        act, nt, cg = overheads(spec, config, wd, calibration)
+        act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
         avail = f.vllm_available(config, weights, total, act, nt, cg, u)
         source = "calibrated" if calibration else "derived"
