@@ -57,6 +57,11 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang")
 DEFAULT_VERSION = {"vllm": "0.11.0", "sglang": "0.4.6"}
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
 
+# VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's default (vllm/envs.py of the PyPI sdists):
+# "0" in 0.10.1 - 0.13.0, "1" from 0.14.0 (read in 0.14.0, 0.16.0 - 0.33.0); Llama 4's chunked
+# layers then form their own KV-cache groups (llm-d-planner's 0.19.0 Scout TP4 log: 91,495
+# blocks = 4 groups x 22,873, the variable printed True in its compile-cache factors)
+CHUNKED_LOCAL_HYBRID_FROM = (0, 14, 0)
 V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (envs.VLLM_USE_V1 "1"; 0.8.0 release notes)
 TOKENS_LINE_FROM = (0, 8, 0)  # "GPU KV cache size: N tokens" (0.7.3 still logs "# GPU blocks")
 LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class gets the larger batch defaults
@@ -296,6 +301,7 @@ def engine_config(
         kw.setdefault("max_num_seqs", seqs)
         kw.setdefault("enable_chunked_prefill", chunked)
         kw.setdefault("gpu_memory_utilization", vllm_gpu_memory_utilization(v))
+        kw.setdefault("allow_chunked_local_attn_hybrid", v >= CHUNKED_LOCAL_HYBRID_FROM)
         if mml > model_max_len:
             raise ValueError(
                 f"User-specified max_model_len ({mml}) is greater than the derived "

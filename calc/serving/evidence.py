@@ -15,19 +15,17 @@ Each check is one logged figure beside kvcalc's, with a verdict:
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from calc.presets import load_preset
 from calc.quant import parse_quantization_config
 from calc.serving import figures
+from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _interval, _pct
+from calc.serving.evidence_sglang import sglang_checks
 from calc.serving.hardware import load_hardware
-from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
-HALF = 0.005  # GiB printed to 2 decimals
-TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0, "activation_gib": 2.0}
 NOT_MODELLED = {
     "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
 }
@@ -35,16 +33,6 @@ NOT_MODELLED = {
 WEIGHTS_NOT_MODELLED = {
     "quantized": "the checkpoint's quantization_config (its skip list) is not committed",
 }
-
-
-@dataclass(frozen=True)
-class Check:
-    case: str
-    figure: str
-    logged: object
-    kvcalc: object
-    verdict: str
-    note: str = ""
 
 
 def load_cases(folder: str | Path) -> list[dict]:
@@ -55,6 +43,8 @@ def case_spec(case: dict) -> ModelSpec | None:
     spec = None
     if "preset" in case:
         spec = load_preset(case["preset"])
+        if "preset_overrides" in case:  # where the served checkpoint's config.json differs
+            spec = ModelSpec(**(spec.model_dump() | case["preset_overrides"]))
     elif "model_config" in case:
         spec = ModelSpec(**case["model_config"])
     if spec is not None and "quantization_config" in case:  # the checkpoint's config.json
@@ -99,7 +89,7 @@ def evaluate(case: dict) -> list[Check]:
     if spec is None:
         return _report_only(case)
     if case["engine"] == "sglang":
-        return _sglang(case, spec)
+        return sglang_checks(case, spec, _settings(case), _gpu(case) or load_hardware("h100-sxm"))
     return _vllm(case, spec)
 
 
@@ -117,21 +107,21 @@ def _report_only(case: dict) -> list[Check]:
     return out
 
 
-def _eq(cid, figure, logged, mine, note=""):
-    return Check(cid, figure, logged, mine, "exact" if logged == mine else "miss", note)
-
-
 def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     cid, log, s = case["id"], case["logged"], _settings(case)
     no_weights = [WEIGHTS_NOT_MODELLED[c] for c in case.get("categories", [])
                   if c in WEIGHTS_NOT_MODELLED and spec.quantization is None]  # fmt: skip
+    if "weights_not_modelled" in case:  # the case's own reason (from the engine's source)
+        no_weights = [case["weights_not_modelled"]]
     wd = case.get("weight_dtype", "bf16")
     hw = _gpu(case) or load_hardware("h100-sxm")  # the GPU only matters on the derived path
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, weight_dtype=wd, **s)
     B, L, groups = cfg.block_size, cfg.max_model_len, len(lay.groups)
     out: list[Check] = []
     x = log.get("available_kv_cache_gib")
-    if x is not None and x > 0:
+    if x is not None and x > 0 and "pp_non_kv_total_gib" in log:
+        out += _pp_ranks(case, cfg, lay, x)
+    elif x is not None and x > 0:
         lo = engine_plan(spec, hw, available_kv_gib=x - HALF, weight_dtype=wd, **s)
         hi = engine_plan(spec, hw, available_kv_gib=x + HALF - 1e-9, weight_dtype=wd, **s)
         for key, label in (
@@ -169,7 +159,11 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     if no_weights:
         out.append(Check(cid, "weights, available memory", "-", "-", "not modelled", no_weights[0]))
         return out
-    if "weights_gib" in log:
+    if "pp_weights_gib" in log:  # each pipeline rank's "weights memory" (DEBUG line)
+        w = prepare(spec, hw, weight_dtype=wd, **s)[4]
+        for r, (want, got) in enumerate(zip(log["pp_weights_gib"], w, strict=True)):
+            out.append(_pct(cid, "weights_gib", want, got / GIB, f"PP rank {r}: "))
+    elif "weights_gib" in log:
         p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)
         out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
     if _gpu(case) is not None and x is not None:
@@ -184,6 +178,34 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             nt = log["non_torch_gib"]
             out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
+    return out
+
+
+def _pp_ranks(case: dict, cfg, lay, x: float) -> list[Check]:
+    """Pipeline parallel, vLLM V1: each rank sizes its own cache (requested memory minus its own
+    non-KV total, gpu_worker.py determine_available_memory) and the engine keeps the fewest
+    blocks (0.19.0 sdist, v1/core/kv_cache_utils.py get_kv_cache_configs). Only rank 0 prints
+    "Available KV cache memory" at INFO; every rank prints its "Total non KV cache memory" at
+    DEBUG ([logged] pp_non_kv_total_gib), so rank r had x + non_kv[0] - non_kv[r]: three
+    figures printed to 0.01 GiB, known to within 0.015 GiB (0.005 for rank 0)."""
+    log, L = case["logged"], cfg.max_model_len
+    nk = log["pp_non_kv_total_gib"]
+    slack = [HALF if r == 0 else 3 * HALF for r in range(len(nk))]
+    mid = [x + nk[0] - n for n in nk]
+    pairs = list(zip(mid, slack, strict=True))
+    lo = figures.vllm_figures(lay, cfg, [int((a - e) * GIB) for a, e in pairs], L)
+    hi = figures.vllm_figures(lay, cfg, [int((a + e) * GIB) - 1 for a, e in pairs], L)
+    per = ", ".join(f"{a:.2f}" for a in mid)
+    out = []
+    for key, label, name in (
+        ("gpu_kv_cache_tokens", "GPU KV cache size, tokens", "tokens"),
+        ("num_gpu_blocks", "GPU blocks", "num_gpu_blocks"),
+    ):
+        if key in log:
+            a, b, got = lo[name], hi[name], log[key]
+            verdict = "exact" if a == b == got else ("in interval" if a <= got <= b else "miss")
+            note = f"{a:,}..{b:,} for ranks' {per} GiB (limiting rank {lo['rank']})"
+            out.append(Check(case["id"], label, got, (a, b), verdict, note))
     return out
 
 
@@ -231,12 +253,6 @@ def _other_rank(cid, label, logged, lo, hi, x, block, per_block) -> Check:
 _KEY = {"GPU KV cache size, tokens": "gpu_kv_cache_tokens", "GPU blocks": "num_gpu_blocks"}
 
 
-def _interval(cid, label, logged, lo, hi, x) -> Check:
-    verdict = "exact" if lo == hi == logged else ("in interval" if lo <= logged <= hi else "miss")
-    note = f"{lo:,}..{hi:,} for {x - HALF:.3f}..{x + HALF:.3f} GiB"
-    return Check(cid, label, logged, (lo, hi), verdict, note)
-
-
 def _between(text: str, a: str, b: str) -> str:
     i = text.find(a)
     j = text.find(b, i)
@@ -247,68 +263,3 @@ def _longest(plan) -> int:
     line = plan.refusal or ""
     key = "estimated maximum model length is "
     return int(line[line.find(key) + len(key) :].split(".")[0]) if key in line else -1
-
-
-NON_TORCH_TARGET_GIB = 0.1  # a term of a few hundredths of a GiB: judged in GiB, not percent
-
-
-def _abs(cid, key, logged, mine) -> Check:
-    err = mine - logged
-    verdict = "within target" if abs(err) <= NON_TORCH_TARGET_GIB else "miss"
-    note = f"{err:+.3f} GiB (target {NON_TORCH_TARGET_GIB} GiB)"
-    return Check(cid, key, logged, round(mine, 4), verdict, note)
-
-
-def _pct(cid, key, logged, mine) -> Check:
-    err = 100 * (mine - logged) / abs(logged)
-    verdict = "within target" if abs(err) <= TARGETS[key] else "miss"
-    note = f"{err:+.2f} % (target {TARGETS[key]} %)"
-    return Check(cid, key, logged, round(mine, 4), verdict, note)
-
-
-def _sglang(case: dict, spec: ModelSpec) -> list[Check]:
-    cid, log, s = case["id"], case["logged"], _settings(case)
-    hw = _gpu(case) or load_hardware("h100-sxm")
-    _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
-    t = log["max_total_num_tokens"]
-    out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
-    if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
-        kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
-        want = f"{log['kv_size_gib']:.2f}"
-        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")] + out
-    k = sglang_k_size_bytes(
-        t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
-    )
-    want = f"{log['k_size_gib']:.2f}"
-    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
-
-
-def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
-    """#tokens from the logged free memory: "Load weight begin. avail mem" is SGLang's total
-    (the free memory after its distributed init, model_runner.init_torch_distributed), "Load
-    weight end. avail mem" what profile_max_num_token starts from; both printed to 0.01 GiB."""
-    log = case["logged"]
-    before = log.get("sglang_avail_before_weights_gib")
-    after = log.get("sglang_avail_after_weights_gib")
-    if before is None or after is None or lay.sglang_swa:
-        return []
-    f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
-    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + HALF) * GIB), f)
-    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - HALF) * GIB), f)
-    t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
-    t = log["max_total_num_tokens"]
-    verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
-    note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"
-    return [
-        Check(case["id"], "#tokens (from the logged avail mem)", t, (t_lo, t_hi), verdict, note)
-    ]
-
-
-def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
-    """'Load weight end ... mem usage=X GB': the load's allocation on one rank, 0.01 GiB."""
-    log = case["logged"]
-    if "weights_gib" not in log:
-        return []
-    wd = case.get("weight_dtype", "bf16")
-    p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
-    return [_pct(case["id"], "weights_gib", log["weights_gib"], p.weights_bytes / GIB)]

@@ -4,9 +4,16 @@
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
 max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
-sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, engine.
+sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib,
+engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
-"Worker_TP0", "TP0 ") wins, else the first occurrence.
+"Worker_TP0", "Worker_PP0", "TP0 ") wins, else the first occurrence.
+vLLM V1 from 0.9.2 (DEBUG, gpu_worker.py): "Memory profiling takes X seconds. Total non KV cache
+memory: AGiB; torch peak memory increase: BGiB; non-torch forward increase memory: CGiB;
+weights memory: DGiB." (0.19.0 sdist, vllm/v1/worker/gpu_worker.py:435 and utils/mem_utils.py
+MemoryProfilingResult.__repr__).
+llm-d-planner's parsed runs (accuracy/results/*/runs/*.json, "weight_memory_gib": X, ...) use
+their own key names; they are read as the same figures (GiB to 2 decimals, as the log printed).
 SGLang's "GB" is GiB (its code divides by 1 << 30); vLLM V0's "took X GB" is GiB too.
 """
 
@@ -21,7 +28,9 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
     "available_kv_cache_gib": re.compile(rf"Available KV cache memory: {_NUM} GiB"),
     "gpu_kv_cache_tokens": re.compile(rf"GPU KV cache size: {_NUM} tokens"),
-    "num_gpu_blocks": re.compile(rf"# (?:GPU|CUDA) blocks: {_NUM}"),
+    # V0's "# GPU blocks: N"; V1's DEBUG "cache_config_info with initialization after
+    # num_gpu_blocks is: N" (v1/metrics/loggers.py; every KV-cache group's blocks together)
+    "num_gpu_blocks": re.compile(rf"(?:# (?:GPU|CUDA) blocks:|num_gpu_blocks is:) {_NUM}"),
     "max_concurrency": re.compile(rf"Maximum concurrency for {_NUM} tokens per request: {_NUM}x"),
     "peak_torch_gib": re.compile(rf"peak_torch_memory={_NUM}GiB"),
     # 0.6.4's "Memory profiling results: k=v" line, and the 0.7+ sentences
@@ -40,11 +49,26 @@ PATTERNS: dict[str, re.Pattern] = {
     "k_size_gib": re.compile(rf"K size: {_NUM} GB"),
     "v_size_gib": re.compile(rf"V size: {_NUM} GB"),
     "kv_size_gib": re.compile(rf"KV size: {_NUM} GB"),
+    "non_kv_total_gib": re.compile(rf"Total non KV cache memory: {_NUM}GiB"),
+    "torch_peak_increase_gib": re.compile(rf"torch peak memory increase: {_NUM}GiB"),
+    "non_torch_increase_gib": re.compile(rf"non-torch forward increase memory: {_NUM}GiB"),
     "sglang_avail_before_weights_gib": re.compile(rf"Load weight begin\. avail mem={_NUM} GB"),
     "sglang_avail_after_weights_gib": re.compile(
         rf"Load weight end\..*avail mem={_NUM} GB, mem usage={_NUM} GB"
     ),
 }
+# llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
+LLMD_JSON = {
+    "weight_memory_gib": "weights_gib",
+    "kv_cache_memory_gib": "available_kv_cache_gib",
+    "kv_cache_tokens": "gpu_kv_cache_tokens",
+    "max_concurrency": "max_concurrency",
+    "activation_memory_gib": "activation_peak_gib",
+    "non_torch_forward_memory_gib": "non_torch_gib",
+    "total_non_kv_memory_gib": "non_kv_total_gib",
+}
+for _json_key, _key in LLMD_JSON.items():
+    PATTERNS.setdefault(f"llmd:{_json_key}", re.compile(rf'"{_json_key}": {_NUM}'))
 _INT_KEYS = {
     "kv_cache_capacity_tokens",
     "gpu_kv_cache_tokens",
@@ -59,7 +83,7 @@ def _num(text: str, key: str):
     return int(float(t)) if key in _INT_KEYS else float(t)
 
 
-_RANK0 = re.compile(r"rank=0\b|Worker_TP0\b|\bTP0 ")
+_RANK0 = re.compile(r"rank=0\b|Worker_TP0\b|Worker_PP0\b|\bTP0 ")
 
 
 def _rank0_first(text: str, pat: re.Pattern):
@@ -79,7 +103,10 @@ def parse_log(text: str) -> dict:
         match = _rank0_first(text, pat)
         if not match:
             continue
-        if key == "max_concurrency":
+        if key.startswith("llmd:"):
+            name = LLMD_JSON[key[5:]]
+            out.setdefault(name, _num(match.group(1), name))
+        elif key == "max_concurrency":
             out["max_model_len"] = _num(match.group(1), "estimated_max_model_len")
             out[key] = _num(match.group(2), key)
         elif key == "sglang_avail_after_weights_gib":
@@ -89,6 +116,10 @@ def parse_log(text: str) -> dict:
             out.setdefault(key, _num(match.group(1), key))
     if "refused_available_gib" in out:
         out.setdefault("available_kv_cache_gib", out.pop("refused_available_gib"))
+    for key, name in (("torch_peak_increase_gib", "activation_peak_gib"),
+                      ("non_torch_increase_gib", "non_torch_gib")):  # fmt: skip
+        if key in out:
+            out.setdefault(name, out.pop(key))
     if "v0_kv_cache_gib" in out:
         out.setdefault("available_kv_cache_gib", out.pop("v0_kv_cache_gib"))
     if out:

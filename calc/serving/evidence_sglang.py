@@ -1,0 +1,56 @@
+"""SGLang's start-up logs against kvcalc (calc.serving.evidence): the pool's token count from
+the logged free memory, the K / KV buffer size from the logged #tokens, the weights."""
+
+from __future__ import annotations
+
+from calc.serving.evidence_checks import HALF, Check, _eq, _pct
+from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
+from calc.serving.plan import GIB, engine_plan, prepare
+from calc.spec import ModelSpec
+
+
+def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
+    cid, log = case["id"], case["logged"]
+    _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
+    t = log["max_total_num_tokens"]
+    out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
+    if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
+        kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
+        want = f"{log['kv_size_gib']:.2f}"
+        return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")] + out
+    k = sglang_k_size_bytes(
+        t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
+    )
+    want = f"{log['k_size_gib']:.2f}"
+    return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
+
+
+def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
+    """#tokens from the logged free memory: "Load weight begin. avail mem" is SGLang's total
+    (the free memory after its distributed init, model_runner.init_torch_distributed), "Load
+    weight end. avail mem" what profile_max_num_token starts from; both printed to 0.01 GiB."""
+    log = case["logged"]
+    before = log.get("sglang_avail_before_weights_gib")
+    after = log.get("sglang_avail_after_weights_gib")
+    if before is None or after is None or lay.sglang_swa:
+        return []
+    f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
+    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + HALF) * GIB), f)
+    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - HALF) * GIB), f)
+    t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
+    t = log["max_total_num_tokens"]
+    verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
+    note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"
+    return [
+        Check(case["id"], "#tokens (from the logged avail mem)", t, (t_lo, t_hi), verdict, note)
+    ]
+
+
+def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
+    """'Load weight end ... mem usage=X GB': the load's allocation on one rank, 0.01 GiB."""
+    log = case["logged"]
+    if "weights_gib" not in log:
+        return []
+    wd = case.get("weight_dtype", "bf16")
+    p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
+    return [_pct(case["id"], "weights_gib", log["weights_gib"], p.weights_bytes / GIB)]
