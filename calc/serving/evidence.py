@@ -171,7 +171,12 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         if "peak_torch_gib" in log and "weights_gib" in log:  # V0: the profile run's peak
             act = log["peak_torch_gib"] - log["weights_gib"]
             out.append(_pct(cid, "activation_gib", round(act, 4), p.activation_bytes / GIB))
-        if "activation_peak_gib" in log:  # 0.7+: "PyTorch activation peak memory takes X"
+        if "pp_non_kv_total_gib" in log and "non_torch_gib" in log:  # V1 PP: the DEBUG lines
+            # give each rank's peak; kvcalc's is the last rank's (it samples; it sets the blocks)
+            last = log["pp_non_kv_total_gib"][-1] - log["pp_weights_gib"][-1] - log["non_torch_gib"]
+            note = "last PP rank (non-KV total - weights - non-torch): "
+            out.append(_pct(cid, "activation_gib", round(last, 4), p.activation_bytes / GIB, note))
+        elif "activation_peak_gib" in log:  # 0.7+: "PyTorch activation peak memory takes X"
             act = log["activation_peak_gib"]
             out.append(_pct(cid, "activation_gib", act, p.activation_bytes / GIB))
         if "non_torch_gib" in log and "peak_torch_gib" not in log:  # 0.7+: the increase
