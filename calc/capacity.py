@@ -87,11 +87,15 @@ def forward_activation_bytes(
     tp: int = 1,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     act_dtype: str = "bf16",
+    routed_experts: bool = True,
 ) -> int:
     """Peak transient memory of the forward over one prefill chunk of T = max_num_batched_tokens
     tokens: T x bytes x (2h (hidden states + residual) + the widest per-GPU intermediate: fused
     QKV output + attention output, or the MLP's gate/up output plus its activation (x top-k for
-    MoE, plus the combined expert outputs)); FlashAttention-style kernels keep no T x T scores."""
+    MoE, plus the combined expert outputs)); FlashAttention-style kernels keep no T x T scores.
+    routed_experts=False leaves the routed experts out (an engine whose fused-MoE workspace is
+    counted on its own, calc.serving.memory.vllm_triton_moe_workspace_bytes): the MLP term is
+    then the dense layers' MLP or the shared experts', whichever is wider."""
     T = check_count("max_num_batched_tokens", max_num_batched_tokens)
     a = dtype_bits(act_dtype) // 8
     h, d = spec.hidden_size, spec.head_dim
@@ -99,8 +103,12 @@ def forward_activation_bytes(
     attn = q + 2 * kv_heads_per_gpu(spec, tp) * d + q  # qkv projection output + attention output
     f = ceil(spec.intermediate_size / tp)
     mlp = (3 if spec.mlp_kind == "gated" else 2) * f  # gate/up output + activation output
-    if spec.is_moe:
+    if spec.is_moe and routed_experts:
         mlp = spec.num_experts_per_tok * (mlp + h)  # every token visits k experts
+    elif spec.is_moe:
+        dense = f if "dense" in spec.mlp_types else 0
+        shared = ceil((spec.shared_expert_intermediate_size or 0) / tp)
+        mlp = (3 if spec.mlp_kind == "gated" else 2) * max(dense, shared)
     return T * a * (2 * h + max(attn, mlp))
 
 

@@ -200,6 +200,55 @@ def vllm_v1_triton_sampler_peak_bytes(rows, vocab, vocab_padded, logits_bytes, n
     return rows * (vocab_padded * logits_bytes + (copy + 8) * vocab) + buffer_rows * vocab * 4
 
 
+def vllm_triton_moe_workspace_bytes(tokens, n, k, top_k, act_bytes):
+    """The fused-MoE workspace of vLLM V1 0.18.0-0.19.x for the Triton experts (the unquantized
+    backend on an H100: 'Using TRITON backend for Unquantized MoE'), one buffer per process that
+    every MoE layer reuses and that stays allocated after the forward, so it sits under both the
+    forward's and the sampler's peak. FusedMoEKernel._allocate_buffers (0.18.0 / 0.19.0 sdists,
+    vllm/model_executor/layers/fused_moe/modular_kernel.py; no chunking in these releases, so
+    M_chunk = M_full = tokens) asks WorkspaceManager.get_simultaneous (vllm/v1/worker/
+    workspace.py: each part rounded up to 256 B, one uint8 tensor) for
+    - workspace13, shared with the fused output: max(M x top_k x max(N / 2, K), M x K) elements;
+    - workspace2: M x top_k x max(N, K) elements;
+    in the activation dtype (workspace_dtype), with TritonExperts.workspace_shapes (fused_moe.py;
+    a gated activation halves N) and moe_problem_size: N = w13's rows on this rank (gate + up,
+    2 x moe_intermediate / TP), K = hidden size."""
+    ws13 = _maximum(tokens * top_k * _maximum(n // 2, k), tokens * k) * act_bytes
+    ws2 = tokens * top_k * _maximum(n, k) * act_bytes
+    return cdiv(ws13, 256) * 256 + cdiv(ws2, 256) * 256
+
+
+def vllm_mla_profile_prefill_bytes(workspace_tokens, heads, nope_plus_v, act_bytes):
+    """The tensor vLLM V1's MLA layer allocates in the profile run (attn_metadata is None) to
+    stand for kv_b_proj's up-projection of a chunked-prefill context: chunked_prefill_workspace_
+    size x heads on this rank x (qk_nope_head_dim + v_head_dim), model dtype (0.19.0 sdist,
+    vllm/model_executor/layers/attention/mla_attention.py, MLAAttention.forward_impl; the same
+    block since 0.11.0 in vllm/v1/attention/backends/mla/common.py). It is freed on return, so it
+    adds to the forward's peak only."""
+    return workspace_tokens * heads * nope_plus_v * act_bytes
+
+
+def vllm_mla_chunked_prefill_workspace_tokens(max_model_len, max_num_seqs, block_size):
+    """MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size (0.19.0 sdist,
+    mla_attention.py): min(max(8 x max_model_len, 4 x max_num_seqs x block_size), 64 Ki),
+    at least max_num_seqs x block_size."""
+    w = min(max(8 * max_model_len, 4 * max_num_seqs * block_size), 64 * 1024)
+    return max(w, max_num_seqs * block_size)
+
+
+def vllm_v1_mm_profile_held_bytes(items, pixel_values_per_item, embeds_per_item, hidden, act_bytes):
+    """What vLLM V1's profile run of a multimodal model still holds while the text forward and
+    the dummy sampler run (0.19.0 sdist, vllm/v1/worker/gpu_model_runner.py, profile_run): the
+    dummy batch of `items` images of the maximum feature size (batched_dummy_mm_inputs, a local
+    kept to the end: pixel values in the model dtype) and the encoder's outputs, stored in
+    encoder_cache["tmp_i"] until the sampler is done (embed_multimodal: embeds_per_item rows of
+    the text model's hidden size each). items, pixels and embeddings per item come from the
+    model's processor ('Encoder cache will be initialized with a budget of B tokens, and profiled
+    with N image items of the maximum feature size'). The vision encoder's own forward runs before
+    and peaks on its own; it is not written out here."""
+    return items * (pixel_values_per_item + embeds_per_item * hidden) * act_bytes
+
+
 # --- SGLang -----------------------------------------------------------------------------------
 
 

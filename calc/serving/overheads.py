@@ -99,6 +99,13 @@ V1_SAMPLER_DERIVED_UNTIL = (0, 20, 0)
 CUBLAS_WORKSPACE_COUNTED_FROM = (0, 15, 0)
 V1_SAMPLER_RANDOM_COPY_FROM = (0, 9, 0)  # _dummy_sampler_run's torch.rand_like (0.9.0 sdist)
 V1_HOLDS_FORWARD_OUTPUT_FROM = (0, 9, 2)  # _dummy_run returns hidden_states too (0.9.2 sdist)
+# The fused-MoE workspace manager without chunking (memory.vllm_triton_moe_workspace_bytes):
+# 0.18.0 and 0.19.0 sdists; 0.13.0-0.17.0 chunk by VLLM_FUSED_MOE_CHUNK_SIZE and size the
+# profile's buffers differently (not derived: the generic estimate stays there).
+V1_MOE_WORKSPACE_FROM = (0, 18, 0)
+# MLA's profile-run stand-in for the prefill context up-projection (memory.
+# vllm_mla_profile_prefill_bytes): present in the 0.11.0-0.19.0 sdists.
+V1_MLA_PROFILE_TENSOR_FROM = (0, 11, 0)
 VOCAB_PADDING = (
     64  # DEFAULT_VOCAB_PADDING_SIZE, vllm/model_executor/layers/vocab_parallel_embedding.py
 )
@@ -164,8 +171,13 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
     whose SM count is known; from 0.15.0 plus torch's cuBLAS workspace (cublas_workspace_bytes).
     With pipeline parallelism the last rank samples while it also holds the intermediate
     tensors it received (hidden states and residual, T x h each: make_empty_intermediate_tensors
-    in _dummy_run, 0.9.2-0.19.0 sdists); kvcalc charges every rank that rank's peak. None
-    outside these releases."""
+    in _dummy_run, 0.9.2-0.19.0 sdists); kvcalc charges every rank that rank's peak. From 0.18.0
+    an unquantized MoE's fused-MoE workspace (_v1_moe_workspace_bytes) stays allocated under
+    both, and the forward leaves the routed experts out; an MLA layer's profile stand-in for the
+    context up-projection (_v1_mla_profile_forward_bytes) may set the forward. Not derived: the
+    compiled forward's own buffers (the generic estimate stands), a multimodal model's dummy images
+    and encoder outputs (memory.vllm_v1_mm_profile_held_bytes; no vision fields in the presets).
+    None outside these releases."""
     v = config.version_tuple
     if not config.is_v1 or v >= V1_SAMPLER_DERIVED_UNTIL:
         return None
@@ -185,10 +197,49 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
     live = m.vllm_v1_sampler_live_bytes(held, rows, h, a, v >= V1_SAMPLER_RANDOM_COPY_FROM)
     if config.pipeline_parallel_size > 1 and v >= V1_HOLDS_FORWARD_OUTPUT_FROM:
         live += 2 * T * h * a
-    peak = max(forward_activation_bytes(spec, tp, T, act_dtype), sampler + live)
+    workspace = _v1_moe_workspace_bytes(spec, config, act_dtype, a)
+    forward = forward_activation_bytes(spec, tp, T, act_dtype, routed_experts=not workspace)
+    if spec.is_mla and v >= V1_MLA_PROFILE_TENSOR_FROM:
+        forward = max(forward, _v1_mla_profile_forward_bytes(spec, config, a))
+    peak = workspace + max(forward, sampler + live)
     if v >= CUBLAS_WORKSPACE_COUNTED_FROM and hw is not None:
         peak += cublas_workspace_bytes(hw)
     return peak
+
+
+def _v1_moe_workspace_bytes(spec, config, act_dtype: str, a: int) -> int:
+    """The Triton fused-MoE workspace (memory.vllm_triton_moe_workspace_bytes) where vLLM picks
+    the Triton experts: an unquantized 16-bit MoE checkpoint, no expert / data parallelism,
+    0.18.0-0.19.x; else 0 (the generic estimate's routed-expert term stands)."""
+    if (
+        not spec.is_moe
+        or config.version_tuple < V1_MOE_WORKSPACE_FROM
+        or act_dtype == "fp32"
+        or spec.quantization is not None
+        or config.quantization is not None
+        or config.enable_expert_parallel
+        or config.data_parallel_size > 1
+    ):
+        return 0
+    tp = config.tensor_parallel_size
+    n = 2 * -(-spec.expert_intermediate_size // tp)
+    T = config.max_num_batched_tokens
+    return m.vllm_triton_moe_workspace_bytes(T, n, spec.hidden_size, spec.num_experts_per_tok, a)
+
+
+def _v1_mla_profile_forward_bytes(spec, config, a: int) -> int:
+    """The forward's peak at an MLA layer in the V1 profile run: the model loop's hidden states
+    and residual, the layer's normed input, q, the latent and rope key, the attention output
+    (T rows each) and the stand-in for the context up-projection (memory.
+    vllm_mla_profile_prefill_bytes), freed as the layer returns. Not checked against a log where
+    it sets the peak (the llm-d DeepSeek-V2-Lite run peaks at the sampler)."""
+    T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
+    heads = -(-spec.num_attention_heads // tp)
+    nope, rope, vd = spec.qk_nope_head_dim, spec.qk_rope_head_dim, spec.v_head_dim
+    max_len = config.max_model_len or spec.max_position_embeddings
+    w = m.vllm_mla_chunked_prefill_workspace_tokens(max_len, config.max_num_seqs, config.block_size)
+    rows = 3 * spec.hidden_size + heads * (nope + rope + vd) + spec.kv_lora_rank + rope
+    return T * a * rows + m.vllm_mla_profile_prefill_bytes(w, heads, nope + vd, a)
 
 
 def overheads(spec, config, wd, calibration, hw=None):
