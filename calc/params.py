@@ -125,7 +125,9 @@ def _mtp_extras(spec: ModelSpec) -> int:
 
 
 def param_breakdown(spec: ModelSpec) -> dict[str, int]:
-    """Parameters per component over the whole model, in `COMPONENTS` order."""
+    """Parameters per component over the whole language model, in `COMPONENTS` order (a
+    multimodal checkpoint's vision encoder, spec.vision, is not in it: calc.weight_bytes counts
+    it)."""
     memo = spec.memo
     if "breakdown" not in memo:
         out = _extras(spec)
@@ -160,7 +162,8 @@ def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
 
 
 def param_count(spec: ModelSpec) -> int:
-    """Total parameters, tied weights counted once."""
+    """Total parameters of the language model, tied weights counted once (a multimodal
+    checkpoint's vision encoder is left out: calc/vision.py vision_params counts it)."""
     return sum(param_breakdown(spec).values())
 
 

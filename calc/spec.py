@@ -11,6 +11,8 @@ latent KV); q/k norms, attention sinks, an output gate; Gated-DeltaNet linear at
 2-matrix or gated 3-matrix MLPs, shared experts, router biases; LayerNorm or RMSNorm, 1, 2 or 4
 norms per block; learned / RoPE / ALiBi positions; sequential or parallel blocks; DeepSeek's
 multi-token-prediction layer (counted only with `include_mtp`).
+A multimodal checkpoint's vision encoder (`vision`, calc/vision.py) is counted only in what the
+checkpoint stores and what an engine loads, not in the language model's parameters.
 But: no encoder-decoders, no per-layer head counts, no cross-layer KV sharing.
 
 >>> spec = ModelSpec(name="toy", num_hidden_layers=2, hidden_size=64, num_attention_heads=8,
@@ -31,6 +33,7 @@ from calc.layout import ATTENTION_TYPES, MLP_TYPES, Run
 from calc.limits import check_limit
 from calc.quant.config import QuantConfig, dtype_name
 from calc.spec_derived import DerivedShape
+from calc.vision import VisionSpec
 
 MlpKind = Literal[
     "standard", "gated"
@@ -151,6 +154,10 @@ class ModelSpec(DerivedShape, BaseModel):
     # --- quantized checkpoint (calc.quant; from config.json's quantization_config) ------------
     quantization: QuantConfig | None = None  # None: every tensor in one dtype
     checkpoint_dtype: str | None = None  # config.json torch_dtype: what weight_bytes stores
+
+    # --- a multimodal checkpoint's vision tower + projector (calc/vision.py) -----------------
+    # not in param_count / FLOPs / KV (the language model's); in weight_bytes and engine weights
+    vision: VisionSpec | None = None
 
     # --- checks -------------------------------------------------------------------------------
     @field_validator(*_INT_FIELDS, mode="before")

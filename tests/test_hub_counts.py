@@ -3,9 +3,9 @@ of public checkpoints (GET /api/models/<id>?expand[]=safetensors: safetensors.pa
 by the Hub from every shard header), as saved by zaid-cdlg/inference-atlas
 (tests/fixtures/checkpoints/hub_dtype_counts.json cites each file, commit and config).
 
-Stored bytes are sum(bytes(dtype) x count). Where a checkpoint stores more than kvcalc's language
-model (vision towers, projectors) or the Hub leaves values out (scales in a scale-only dtype),
-the difference is written out here from the config's own numbers, with the architecture cited:
+Stored bytes are sum(bytes(dtype) x count). A multimodal checkpoint also stores a vision tower
+and projector (calc.weight_bytes' "vision"; param_count stays the language model's); they are
+written out here from the config's own numbers, with the architecture cited:
 - SigLIP (transformers siglip/modeling_siglip.py) + Gemma 3's projector (gemma3/modeling_gemma3.py)
 - Pixtral (pixtral/modeling_pixtral.py) + Mistral 3's projector (mistral3/modeling_mistral3.py)
 - Qwen3.5's vision tower (qwen3_5/modeling_qwen3_5.py Qwen3_5VisionModel) and its MTP layer
@@ -112,7 +112,7 @@ def _siglip_tower(vc: dict) -> int:
 @pytest.mark.parametrize(
     "model, text_hidden", [("google/gemma-3-27b-it", 5376), ("google/gemma-3-4b-it", 2560)]
 )
-def test_gemma_3_vision_tower_is_the_difference(model, text_hidden):
+def test_gemma_3_stores_the_language_model_and_its_vision_tower(model, text_hidden):
     """Gemma 3's 4B, 12B and 27B share one 400M SigLIP encoder (Gemma 3 technical report §2.1,
     Table 1: 417M vision parameters); its vision_config is taken from medgemma-27b-it's verbatim
     config.json. The projector: mm_input_projection_weight (1152 x text hidden) and the
@@ -122,14 +122,18 @@ def test_gemma_3_vision_tower_is_the_difference(model, text_hidden):
     assert (vc["hidden_size"], vc["num_hidden_layers"], vc["patch_size"]) == (1152, 27, 14)
     tower = _siglip_tower(vc)
     assert round(tower / 1e6) == 417
-    spec, counts = _spec(model), _counts(model)
-    assert spec.hidden_size == text_hidden
+    counts = _counts(model)
+    text_only = _spec(model)  # the fixture (its text_config only): the language model
+    assert text_only.hidden_size == text_hidden and text_only.vision is None
     extra = tower + vc["hidden_size"] * text_hidden + vc["hidden_size"]
-    assert counts["BF16"] - calc.param_count(spec) == extra
-    assert _stored(counts) - calc.weight_bytes(spec) == 2 * extra
+    assert counts["BF16"] - calc.param_count(text_only) == extra
+    spec = calc.from_hf_config({**_cfg(model), "vision_config": vc})  # with its vision_config
+    assert calc.param_count(spec) == calc.param_count(text_only)  # the language model's
+    assert calc.weight_bytes_breakdown(spec)["vision"] == 2 * extra
+    assert calc.weight_bytes(spec) == _stored(counts)
 
 
-def test_mistral_small_3_2_pixtral_tower_is_the_difference():
+def test_mistral_small_3_2_stores_the_language_model_and_its_pixtral_tower():
     """Pixtral-12B's vision encoder (no biases, RMSNorms): a 14 x 14 patch Conv2d, ln_pre, 24
     layers of q/k/v/o and a SwiGLU; Mistral 3's projector: an RMSNorm, the patch merger
     (spatial_merge_size 2: Linear(4 x 1024 -> 1024)), linear_1 and linear_2 without bias
@@ -145,8 +149,9 @@ def test_mistral_small_3_2_pixtral_tower_is_the_difference():
         _spec("mistralai/Mistral-Small-3.2-24B-Instruct-2506"),
         _counts("mistralai/Mistral-Small-3.2-24B-Instruct-2506"),
     )
-    assert counts["BF16"] - calc.param_count(spec) == tower + projector
-    assert _stored(counts) - calc.weight_bytes(spec) == 2 * (tower + projector)
+    assert counts["BF16"] - calc.param_count(spec) == tower + projector  # the language model's
+    assert calc.weight_bytes_breakdown(spec)["vision"] == 2 * (tower + projector)
+    assert calc.weight_bytes(spec) == _stored(counts)
 
 
 def _qwen3_5_tower(cfg: dict) -> int:
@@ -187,14 +192,16 @@ def test_qwen3_5_stores_its_mtp_layer_and_vision_tower(model):
     tower, mtp = _qwen3_5_tower(cfg), _qwen3_5_mtp(cfg)
     assert sum(counts.values()) == calc.param_count(spec) + mtp + tower
     assert calc.param_count(spec.replace(include_mtp=True)) == calc.param_count(spec) + mtp
-    assert calc.weight_bytes(spec) == 2 * (calc.param_count(spec) + mtp)  # MTP stored, bf16
+    assert calc.weight_bytes_breakdown(spec)["vision"] == 2 * tower
+    assert calc.weight_bytes(spec) == 2 * (calc.param_count(spec) + mtp + tower)  # bf16
     # Qwen3.5-27B keeps each Gated DeltaNet layer's A_log (one per value head) and gated-norm
     # weight (one value head wide) in F32; Qwen3.6-27B stores them in BF16
     t = cfg["text_config"]
     linear = t["layer_types"].count("linear_attention")
     fp32 = linear * (t["linear_num_value_heads"] + t["linear_value_head_dim"])
     assert counts.get("F32", 0) in (0, fp32)
-    assert _stored(counts) - calc.weight_bytes(spec) == 2 * tower + 2 * counts.get("F32", 0)
+    # kvcalc stores those in the base dtype: the only difference left
+    assert _stored(counts) - calc.weight_bytes(spec) == 2 * counts.get("F32", 0)
 
 
 def test_qwen3_5_dedicated_mtp_embeddings_are_refused():

@@ -91,9 +91,9 @@ def test_falcon_180b_chat_stores_a_tied_head_twice():
     assert index["total_size"] - stored(cfg) == 65024 * 14848 * 2
 
 
-def test_medgemma_vision_tower_is_the_difference():
+def test_medgemma_stores_the_language_model_and_its_vision_tower():
     """google/medgemma-27b-it is Gemma 3 27B with a SigLIP vision tower and a projector, which
-    kvcalc (a language-model calculator) leaves out. vision_config: hidden 1152, 27 layers,
+    weight_bytes counts ("vision") and param_count (the language model's) does not. vision_config: hidden 1152, 27 layers,
     MLP 4304, 14 x 14 patches of 896 x 896 images (4096 positions); projector 1152 -> 5376."""
     cfg, index = load("medgemma-27b-it")
     vc = cfg["vision_config"]
@@ -103,7 +103,12 @@ def test_medgemma_vision_tower_is_the_difference():
     layer = 4 * (d * d + d) + (d * m + m) + (m * d + d) + 2 * 2 * d  # attn, fc1, fc2, 2 LayerNorms
     tower = (d * 3 * 14 * 14 + d) + patches * d + n_layers * layer + 2 * d  # patch, pos, post-LN
     projector = d * cfg["text_config"]["hidden_size"] + d  # mm_input_projection, soft-emb norm
-    assert index["total_size"] - stored(cfg) == 2 * (tower + projector)
+    assert index["total_size"] == stored(cfg)  # the language model and the encoder, exactly
+    spec = calc.from_hf_config(cfg)
+    assert calc.weight_bytes_breakdown(spec)["vision"] == 2 * (tower + projector)
+    text = calc.from_hf_config({k: v for k, v in cfg.items() if k != "vision_config"})
+    assert index["total_size"] - calc.weight_bytes(text) == 2 * (tower + projector)
+    assert calc.param_count(spec) == calc.param_count(text)  # the language model's
 
 
 # huggingface.js packages/hub/src/lib/parse-safetensors-metadata.spec.ts (commit fe42e680) counts

@@ -29,6 +29,7 @@ from calc.errors import format_error
 from calc.hf.classic import _LLAMA_LIKE, _falcon, _gpt2, _llama_like
 from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
+from calc.hf.vision import vision_fields
 from calc.hf_export import to_hf_config
 from calc.quant import QuantConfig, parse_quantization_config
 from calc.quant.config import dtype_name
@@ -53,7 +54,8 @@ SUPPORTED_MODEL_TYPES = (
     "gpt2",
     *MODERN_TYPES,
 )
-# multimodal checkpoints: the language model is described by their `text_config`
+# multimodal checkpoints: the language model is described by their `text_config`, the vision
+# encoder by `vision_config` (calc/hf/vision.py; counted in weight_bytes, not in param_count)
 WRAPPER_TYPES = {
     "gemma3": "gemma3_text",
     "llama4": "llama4_text",
@@ -87,7 +89,9 @@ def from_hf_config(
             f"'config' must be a path to a config.json or a dict: got {type(config).__name__}"
         )
     outer, model_type = data, data.get("model_type")
+    vision = None
     if model_type in WRAPPER_TYPES:
+        vision = vision_fields(data, origin)  # calc/hf/vision.py: the encoder + projector
         text = data.get("text_config")
         if not isinstance(text, dict):
             raise ValueError(
@@ -115,6 +119,8 @@ def from_hf_config(
         fields = _falcon(cfg, legacy=model_type in LEGACY_FALCON_TYPES)
     fields["name"] = name or _default_name(outer, config)
     fields["family"] = "falcon" if model_type in LEGACY_FALCON_TYPES else model_type
+    if vision is not None:
+        fields["vision"] = vision
     quantization = _quantization(outer, data, origin)  # issue 11: quantized checkpoints
     if quantization is not None:
         fields["quantization"] = quantization

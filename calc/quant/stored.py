@@ -13,13 +13,18 @@
   an nn.Buffer kept in fp32; the Hub's F32 counts);
 - DeepSeek-V3.2 stores every norm in fp32 (its block, latent, final and MTP RMSNorms and the
   indexer's k_norm LayerNorm: deepseek-ai/DeepSeek-V3.2's F32 count is exactly those and the
-  e_score_correction_bias values; tests/test_hub_counts.py writes them out).
+  e_score_correction_bias values; tests/test_hub_counts.py writes them out);
+- a multimodal checkpoint's vision tower and projector (spec.vision, calc/vision.py), in the base
+  dtype (google/gemma-3-*-it, medgemma-27b-it, Mistral-Small-3.2, Qwen3.5 / 3.6: their Hub
+  counts and index totals are the language model and the encoder exactly).
 """
 
 from __future__ import annotations
 
 from calc.params import _mtp_extras, param_breakdown
+from calc.quant.match import scheme_for
 from calc.spec import ModelSpec
+from calc.vision import vision_params, vision_tensors
 
 MTP_TABLE_COPIES = 2  # embed_tokens and shared_head.head, stored again in each MTP layer
 # families whose MTP layers share the model's embedding and LM head (vLLM qwen3_next_mtp.py,
@@ -69,3 +74,24 @@ def fp32_norms(spec: ModelSpec) -> dict[str, int]:
         "mtp": n * _mtp_extras(spec),  # an MTP module's values outside its matrices: norms
     }
     return {c: v for c, v in out.items() if v}
+
+
+# methods that convert the language model's blocks (or experts) only, never a vision tower
+_BLOCKS_ONLY = frozenset({"gptq", "awq", "mxfp4"})
+
+
+def vision_values(spec: ModelSpec) -> int:
+    """The vision tower and projector's values (0 without one), all in the base dtype: refused
+    where the quantization config would convert one of their matrices (not modelled)."""
+    v, q = spec.vision, spec.quantization
+    if v is None:
+        return 0
+    if q is not None and q.method not in _BLOCKS_ONLY:
+        for x in vision_tensors(v, spec.hidden_size):
+            module = x.name.removesuffix(".weight").replace("*", "0")
+            if x.linear and scheme_for(q, module) is not None:
+                raise ValueError(
+                    f"'quantization_config' must leave the vision encoder unquantized "
+                    f"(kvcalc counts it in the base dtype): got {q.method} quantizing {module}"
+                )
+    return vision_params(v, spec.hidden_size)

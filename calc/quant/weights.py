@@ -24,7 +24,10 @@ GLM-4.5's fp32 `e_score_correction_bias` buffers (label "router:e_score_correcti
 DeepSeek-V3.2's fp32 norms ("norm:fp32"). tests/test_quant_checkpoints_fp8.py and
 tests/test_hub_counts.py check them against the Hub's per-dtype counts.
 
-But: a checkpoint's vision towers are not in the spec and so not counted; KV-cache scales are
+A multimodal checkpoint's vision tower and projector (spec.vision, calc/vision.py) are the
+"vision" component, in the base dtype; a quantization config that would convert them is refused.
+
+But: KV-cache scales are
 counted for the decoder layers only (no checkpoint with both stored KV scales and an MTP layer
 has been checked); bitsandbytes double quantization is exact only up to the JSON length of each
 matrix's nested_offset float (see layout.BNB_NESTED_OFFSET_CHARS).
@@ -47,6 +50,7 @@ from calc.quant.stored import (
     checkpoint_extras,
     checkpoint_spec,
     fp32_norms,
+    vision_values,
 )
 from calc.spec import ModelSpec
 
@@ -135,17 +139,14 @@ def _quantizable(q: QuantConfig, spec: ModelSpec, x: Linear) -> bool:
     if x.module.endswith("indexer.weights_proj"):
         # transformers modeling_deepseek_v32.py: _keep_in_fp32_modules = ["indexer.weights_proj"],
         # which every quantizer adds to modules_to_not_convert; deepseek-ai/DeepSeek-V3.2's
-        # F8_E4M3 count holds wq_b and wk only, its BF16 count weights_proj (test_hub_counts)
+        # F8_E4M3 count holds wq_b and wk only, its BF16 count weights_proj (test_hub_counts);
+        # SGLang nsa_indexer.py: "weights_proj in the checkpoint is stored in bf16"; vLLM builds
+        # it with quant_config=None (vllm 0.11.0 sdist, model_executor/models/deepseek_v2.py)
         return False
     if x.module.endswith("eh_proj"):
         # DeepSeek / GLM's MTP projection is a plain torch nn.Linear where engines load it
         # (vLLM deepseek_mtp.py, glm4_moe_mtp.py; SGLang deepseek_nextn.py), never quantized:
         # DeepSeek-V3/R1's F8_E4M3 count is exactly their other matrices (test_quant_checkpoints_fp8)
-        return False
-    if x.module.endswith("indexer.weights_proj"):
-        # DeepSeek-V3.2's indexer head weights are stored in bf16 (SGLang nsa_indexer.py: "NOTE:
-        # weights_proj in the checkpoint is stored in bf16"); vLLM builds the module with
-        # quant_config=None (vllm 0.11.0 sdist, model_executor/models/deepseek_v2.py Indexer)
         return False
     if x.component == "lm_head":
         return q.quantize_lm_head if m == "gptq" else m not in ("awq", "mxfp4")
@@ -205,9 +206,10 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
     tables, buffers = checkpoint_extras(spec)
     params["mtp"] += tables
     fp32 = fp32_norms(spec)
+    vision = vision_values(spec) * base
     if q is None:
         result = {c: n * base for c, n in params.items() if c in COMPONENTS}
-        return _fp32_values(result, fp32, buffers, base)
+        return _with_vision(_fp32_values(result, fp32, buffers, base), vision)
     out: dict[str, int] = {}
     left = dict(params)
     for x, s, copies, parts in _entries(spec, q):
@@ -236,6 +238,13 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
         result["kv_scales"] = checkpoint_kv_scale_bytes(
             q.kv_cache, layers=kv_layers, kv_heads=spec.n_kv_heads, head_dim=spec.head_dim
         )
+    return _with_vision(result, vision)
+
+
+def _with_vision(result: dict[str, int], vision: int) -> dict[str, int]:
+    """Adds the vision encoder's bytes (calc/quant/stored.py vision_values) as "vision"."""
+    if vision:
+        result["vision"] = vision
     return result
 
 
@@ -262,8 +271,9 @@ def _stored(spec: ModelSpec) -> str:
 
 def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[str, int]:
     """Stored bytes by label: "<component>" in the base dtype, "<component>:<part>" for the
-    quantized matrices' packed weights, scales, zeros, g_idx, meta, act_scales and bias, and
-    "kv_scales". `dtype`: the base dtype (default: the quantization config's, else the config's
+    quantized matrices' packed weights, scales, zeros, g_idx, meta, act_scales and bias,
+    "kv_scales", and "vision" (a multimodal checkpoint's vision tower and projector, which
+    calc.param_breakdown, the language model's, leaves out). `dtype`: the base dtype (default: the quantization config's, else the config's
     torch_dtype, else bf16)."""
     q = spec.quantization
     d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
@@ -278,8 +288,10 @@ def weight_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
     """Bytes of every tensor the checkpoint stores (a safetensors index's `total_size`).
 
     That includes a model's MTP layers whenever `num_nextn_predict_layers` > 0 (with the copies
-    of the embedding and head each stores) and fp32 buffers such as e_score_correction_bias,
-    though calc.param_count leaves them out (MTP layers only with `include_mtp`)."""
+    of the embedding and head each stores), fp32 buffers such as e_score_correction_bias and a
+    multimodal checkpoint's vision encoder (spec.vision), though calc.param_count leaves them out
+    (MTP layers only with `include_mtp`; the vision encoder always: it counts the language
+    model)."""
     d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
     key = ("weight_bytes_total", d)
     memo = spec.memo

@@ -43,7 +43,12 @@ from calc.serving.shard_layers import (
     check_engine_parallel,
     layer_rank_params,
 )
-from calc.serving.sharding import padded_vocab, pp_layer_split, rotary_cache_bytes
+from calc.serving.sharding import (
+    padded_vocab,
+    pp_layer_split,
+    rotary_cache_bytes,
+    vision_rank_bytes,
+)
 from calc.sharding import QUANTIZED_DTYPES
 from calc.spec import ModelSpec
 
@@ -187,9 +192,10 @@ def quantized_rank_bytes(
     pos = spec.max_position_embeddings * h * base if spec.position_embedding == "learned" else 0
     rope = rotary_cache_bytes(spec, 4 if base == 4 else 2, engine)  # the model dtype
     final = norm_params(spec) * base if spec.final_norm else 0
+    vision = vision_rank_bytes(spec, tp, base, "quantization" if q is None else "")
     out = []
     for r, b in enumerate(layers):
-        b += rope
+        b += rope + vision
         if r == 0:
             b += table + pos
         if r == pp - 1:

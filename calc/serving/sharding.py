@@ -14,6 +14,12 @@ weight dtypes); what the engines add:
   + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517). vLLM's gpt-oss asks
   for float32 (gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32), vllm-project/vllm@
   0025d69bcf08bb1b135103167f0bbc82b9af6e69): 131072 x 64 x 4 B; one table, get_rope caches it.
+- a multimodal checkpoint's vision tower and projector (spec.vision): vLLM builds them on every
+  rank (no pipeline check in gemma3_mm.py / mistral3.py / mllama4.py / qwen3_5.py; only
+  `--limit-mm-per-prompt` 0 for every modality skips them, interfaces.py _mark_tower_model, not
+  modelled), split as calc/vision.py lists (mm_encoder_tp_mode "weights", the default), in the
+  model dtype. SGLang builds them too (gemma3_mm.py SiglipVisionModel); its split is taken as
+  vLLM's: exact at tp 1, not checked against an SGLang log at tp > 1.
 Expert parallelism: with enable_expert_parallel the experts are split ep = tp x dp ways
 whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways.
 """
@@ -34,6 +40,7 @@ from calc.sharding import (
     quantized_bytes,
 )
 from calc.spec import ModelSpec
+from calc.vision import vision_rank_params
 
 VOCAB_PADDING = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
 
@@ -77,6 +84,23 @@ def rotary_cache_bytes(spec: ModelSpec, model_dtype_bytes: int, engine: str = "v
     return rotary_cache_elements(spec) * (4 if fp32 else model_dtype_bytes)
 
 
+def vision_rank_bytes(spec: ModelSpec, tp: int, dtype_bytes: int, quantized: str = "") -> int:
+    """The vision encoder's bytes on each rank (0 without one), in the model dtype; refused when
+    the weights are quantized at load time (`quantized`: the option that would do it), as vLLM's
+    online quantization converts the encoder's parallel linears too (not modelled)."""
+    if spec.vision is None:
+        return 0
+    if quantized:
+        raise ValueError(
+            f"'{quantized}' would quantize the vision encoder too, which kvcalc does not model: "
+            f"got a {spec.vision.kind} encoder"
+        )
+    from calc.quant.stored import vision_values
+
+    vision_values(spec)  # refuses a quantized checkpoint's quantized encoder
+    return vision_rank_params(spec.vision, spec.hidden_size, tp) * dtype_bytes
+
+
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
     if wd in QUANTIZED_DTYPES and key in QUANTIZABLE:
         return quantized_bytes(n, wd, *q)
@@ -115,10 +139,13 @@ def rank_weight_bytes(
         pos = _bytes(spec.max_position_embeddings * h, "pos_embed", weight_dtype, q)
     rope = rotary_cache_bytes(spec, dtype_bits(_act_dtype(weight_dtype)) // 8, engine)
     norm_b = _bytes(final_norm, "norm", weight_dtype, q)
+    quantized = "weight_dtype" if weight_dtype in QUANTIZED_DTYPES else ""
+    wb = dtype_bits(UNQUANTIZED_DTYPE if quantized else weight_dtype) // 8
+    vision = vision_rank_bytes(spec, tp, wb, quantized)
     out = []
     start = 0
     for r, n_layers in enumerate(pp_layer_split(spec.num_hidden_layers, pp, partition)):
-        b = sum(layers[start : start + n_layers]) + rope
+        b = sum(layers[start : start + n_layers]) + rope + vision
         start += n_layers
         if r == 0:
             b += table + pos
