@@ -2,45 +2,8 @@
 
 `engine_config("vllm", version="0.11.0", ...)` or `engine_config("sglang", ...)` fills every
 setting the user left unset with the default that engine version applies, and refuses settings
-the engine refuses, with the engine's own wording. Defaults that changed between releases:
-
-vLLM (vllm/engine/arg_utils.py, vllm/config/*.py). Each boundary below was read in the released
-source distribution of the releases on either side of it (`pip download vllm==X --no-binary
-:all:`, the PyPI sdist of that release), not inferred from a PR's merge date:
-- block_size 16 on CUDA (read in 0.5.5, 0.6.4, 0.7.3, 0.8.5, 0.9.2, 0.10.2, 0.11.0, 0.16.0,
-  0.20.0, 0.33.0). gpu_memory_utilization 0.9 (CacheConfig) up to 0.19.x, 0.92 from 0.20.0 (vllm/config/cache.py; vllm PR #38284 "Enable
-  CUDAGraph memory profiling by default", which raised both together).
-- V0 (releases before 0.8.0; VLLM_USE_V1 defaults to "1" in vllm/envs.py from 0.8.0, "0" in
-  0.7.3; 0.8.0 release notes: "enabled V1 engine by default (#13726)"): max_num_seqs 256;
-  without chunked prefill max_num_batched_tokens = max(max_model_len, 2048) (SchedulerConfig);
-  EngineArgs turns chunked prefill on for max_model_len > 32768 on CUDA (not for multimodal,
-  sliding-window, LoRA or speculative models, which kvcalc does not check), and the chunk
-  budget is then 512 tokens up to 0.6.4.post1, 2048 from 0.6.5 (vllm PR #10544).
-- V1 (0.8.0 on), API server (EngineArgs._set_default_args_v1 / get_batch_defaults):
-  0.8.0 - 0.8.3: 8192 tokens on "h100" / "h200" by device name, else 2048 (vllm PR #12369);
-  1024 sequences on every GPU. 0.8.4: 256 sequences off H100 / H200 (vllm PR #16158).
-  0.8.5 and 0.8.5.post1: by memory, >= 70 GiB -> 8192 / 1024, A100-80GB included (vllm PR
-  #17073). 0.9.0 on: "a100" excluded again (vllm PR #17885). 0.28.0 on: >= 160 GiB -> 16384 /
-  1024 (vllm PR #51726). Unchanged otherwise up to 0.33.0, the newest release read (0.33.0
-  also keeps GB10 on the small tier; kvcalc has no GB10 preset).
-- the start-up report: V0 logs "# GPU blocks: N"; V1 logged "# GPU blocks: N" too up to 0.7.3
-  and "GPU KV cache size: N tokens" from 0.8.0 (vllm/v1/core/kv_cache_utils.py), num_blocks //
-  groups x block_size since the hybrid allocator.
-SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
-0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ from v0.4.0
-(v0.3.6 had 0.82 for tp >= 8, not modelled). Then the GPU's memory entered: PR #5604 "Enhance
-GPU memory settings" (e69a219, first in v0.4.5.post3) keeps the table on GPUs of <= 81920 MiB
-and takes (mem - 13 GiB) / mem on larger ones; #5893 and #5724 (first in v0.4.6.post2) read the
-table by tp x pp, take 0.88 above 81920 MiB and min(f + 48 GiB (1 - f) / mem, (mem - 18 GiB) /
-mem) above 96 GiB; #6718 (first in v0.4.7) gives 0.79 above 180,000 MiB; PR #7054 "Simplify the
-heuristics for setting --mem-fraction-static" (6b12d6a, first in v0.4.7.post1) replaced all that
-by a reserve from chunked_prefill_size and cuda_graph_max_bs, made more general again in PR
-#10975 (first in v0.5.3rc2): from there pass mem_fraction_static (the error says so). Each
-"first in" is the oldest version-bump commit of python/sglang/version.py that has the PR's commit
-as an ancestor in sglang's history (read in the kvcache-ai/sglang_awq fork, to 2025-12), and each
-rule is that bump's server_args.py (sglang_mem_fraction_default).
-page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
-swa_full_tokens_ratio 0.8.
+the engine refuses, with the engine's own wording. The defaults by release, each with the release
+that changed it, are in calc/serving/defaults.py.
 """
 
 from __future__ import annotations
@@ -50,31 +13,36 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.dtypes import canonical_dtype
+from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was their home)
+    CHUNKED_LOCAL_HYBRID_FROM,
+    GPU_MEMORY_UTILIZATION,
+    LARGE_GPU_GIB,
+    SGLANG_B200_FROM,
+    SGLANG_GPU_MEM_FROM,
+    SGLANG_H200_RELAX_FROM,
+    SGLANG_TP_TABLE,
+    TOKENS_LINE_FROM,
+    V0_CHUNK_2048_FROM,
+    V0_CHUNK_TOKENS,
+    V0_LONG_CONTEXT,
+    V0_MIN_BATCHED_TOKENS,
+    V1_A100_SMALL_FROM,
+    V1_BATCH_BY_MEMORY_FROM,
+    V1_DEFAULT_FROM,
+    V1_SEQS_256_FROM,
+    V1_XL_BATCH_FROM,
+    XL_GPU_GIB,
+    _sglang_chunk,
+    sglang_mem_fraction_default,
+    vllm_batch_defaults,
+    vllm_gpu_memory_utilization,
+)
 
 GIB = 2**30
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 DEFAULT_VERSION = {"vllm": "0.11.0", "sglang": "0.4.6"}
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
-
-# VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE's default (vllm/envs.py of the PyPI sdists):
-# "0" in 0.10.1 - 0.13.0, "1" from 0.14.0 (read in 0.14.0, 0.16.0 - 0.33.0); Llama 4's chunked
-# layers then form their own KV-cache groups (llm-d-planner's 0.19.0 Scout TP4 log: 91,495
-# blocks = 4 groups x 22,873, the variable printed True in its compile-cache factors)
-CHUNKED_LOCAL_HYBRID_FROM = (0, 14, 0)
-V1_DEFAULT_FROM = (0, 8, 0)  # V1 engine by default (envs.VLLM_USE_V1 "1"; 0.8.0 release notes)
-TOKENS_LINE_FROM = (0, 8, 0)  # "GPU KV cache size: N tokens" (0.7.3 still logs "# GPU blocks")
-LARGE_GPU_GIB = 70  # get_batch_defaults: H100-class gets the larger batch defaults
-XL_GPU_GIB = 160  # ... and B200-class the largest, from V1_XL_BATCH_FROM
-V1_SEQS_256_FROM = (0, 8, 4)  # vllm #16158: 256 sequences off H100/H200 (0.8.3: 1024)
-V1_BATCH_BY_MEMORY_FROM = (0, 8, 5)  # vllm #17073: by GPU memory, not name, A100 included
-V1_A100_SMALL_FROM = (0, 9, 0)  # vllm #17885: "a100" back on the small defaults (0.8.5.post1: not)
-V1_XL_BATCH_FROM = (0, 28, 0)  # vllm #51726: >= 160 GiB gets 16384 tokens (0.27.1: 8192)
-V0_LONG_CONTEXT = 32768  # V0 turns chunked prefill on above this max_model_len
-V0_CHUNK_TOKENS = 512  # ... with this token budget up to 0.6.4.post1
-V0_CHUNK_2048_FROM = (0, 6, 5)  # vllm #10544: ... and 2048 from 0.6.5
-GPU_MEMORY_UTILIZATION = ((0, 20, 0), 0.92, 0.9)  # (from, then, before): vllm #38284
-V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
 
 
 def parse_version(text: str) -> tuple[int, int, int, int]:
@@ -198,77 +166,6 @@ class SglangConfig(EngineConfig):
                 f"attention: got {self.tensor_parallel_size}"
             )
         return self
-
-
-# --- defaults by version ----------------------------------------------------------------------
-
-
-def vllm_batch_defaults(
-    version: tuple[int, int, int], gpu_memory_gib: float, gpu_name: str, max_model_len: int
-) -> tuple[int, int, bool]:
-    """(max_num_batched_tokens, max_num_seqs, chunked prefill on) for `vllm serve` (see the
-    module docstring for the releases)."""
-    if version >= V1_DEFAULT_FROM:
-        name = gpu_name.lower()
-        if version >= V1_BATCH_BY_MEMORY_FROM:
-            a100 = version >= V1_A100_SMALL_FROM and "a100" in name
-            large = gpu_memory_gib >= LARGE_GPU_GIB and not a100
-        else:
-            large = "h100" in name or "h200" in name
-        if version >= V1_XL_BATCH_FROM and gpu_memory_gib >= XL_GPU_GIB:
-            return 16384, 1024, True
-        seqs = 1024 if large or version < V1_SEQS_256_FROM else 256
-        return (8192 if large else 2048), seqs, True
-    if max_model_len > V0_LONG_CONTEXT:
-        return (2048 if version >= V0_CHUNK_2048_FROM else V0_CHUNK_TOKENS), 256, True
-    return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
-
-
-def vllm_gpu_memory_utilization(version: tuple[int, ...]) -> float:
-    """gpu_memory_utilization when unset (vllm/config/cache.py of that release)."""
-    since, then, before = GPU_MEMORY_UTILIZATION
-    return then if version >= since else before
-
-
-SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
-SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: the table on GPUs of <= 81920 MiB only
-SGLANG_H200_RELAX_FROM = (0, 4, 6, 2)  # sglang #5893 (and #5724: the table by tp x pp)
-SGLANG_B200_FROM = (0, 4, 7)  # sglang #6718: 0.79 on GPUs of > 180,000 MiB
-
-
-def sglang_mem_fraction_default(
-    version: tuple[int, ...], tp: int, gpu_memory_gib: float = 80.0, pp: int = 1
-) -> float:
-    """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
-    computes it (python/sglang/srt/server_args.py at the version bumps v0.4.0 f8b0326,
-    v0.4.5.post3 b9c87e7, v0.4.6.post2 9858113, v0.4.7 4f723ed). gpu_mem is nvidia-smi's
-    memory.total in MiB (get_nvgpu_memory_capacity): the GPU's GiB x 1024. Speculative decoding
-    (another 2 GiB reserved, or x 0.95) is not modelled. A clear error from v0.4.7.post1 (#7054's
-    heuristics from chunked_prefill_size and cuda_graph_max_bs) and before v0.4.0."""
-    v = ".".join(map(str, version[:3])) + (f".post{version[3]}" if version[3:4] > (0,) else "")
-    if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
-        raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the defaults "
-            "of 0.4.0 to 0.4.7 only"
-        )
-    n = tp * pp if version >= SGLANG_H200_RELAX_FROM else tp  # parallel_size from #5724
-    table = next((f for at, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)) if n >= at), 0.88)
-    mem = gpu_memory_gib * 1024
-    if version < SGLANG_GPU_MEM_FROM:
-        return table
-    if version < SGLANG_H200_RELAX_FROM:  # #5604: "(gpu_mem - 1024 * 13) / gpu_mem" above
-        return table if mem <= 81920 else (mem - 1024 * 13) / mem
-    frac = table if mem <= 81920 else 0.88
-    if version >= SGLANG_B200_FROM and mem > 180 * 1000:
-        return 0.79
-    if mem > 96 * 1024:  # "15 GB + additional 3GB for cuda graph"
-        return min(frac + 48 * 1024 * (1 - frac) / mem, (mem - 1024 * 18) / mem)
-    return frac
-
-
-def _sglang_chunk(gpu_memory_gib: float) -> int:
-    """chunked_prefill_size when unset (0.4 series): 2048 on GPUs under 25 GiB, else 8192."""
-    return 2048 if gpu_memory_gib < 25 else 8192
 
 
 def engine_config(
