@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from calc.quant.config import KVCacheScheme, QuantConfig, QuantScheme, dtype_name
 
 if TYPE_CHECKING:
-    from calc.quant.parse import Fields
+    from calc.quant.fields import Fields
 
 FORMATS = {  # compressor name -> layout of a quantized weight
     "pack-quantized": "ct-pack",
