@@ -118,7 +118,12 @@ def test_runtime_fp8_llama_3_1_8b():
     expected = 32 * layer + 2 * 128256 * 4096 * 2 + 4096 * 2 + 131072 * 128 * 2
     assert _plan("llama-3.1-8b", quantization="fp8").weights_bytes == expected
     bf16 = _plan("llama-3.1-8b").weights_bytes
-    assert bf16 - expected == 32 * linear - 32 * 16  # the linears' second byte, less scales
+    # the linears' second byte, less scales; the bf16 plan is allocator-counted
+    # (calc.serving.allocator): every tensor here is a multiple of 512 B or 2 MiB, and each
+    # attention layer adds 7 fp32 scalars of one 512 B block (vllm 0.19.0 sdist,
+    # model_executor/layers/attention/attention.py set_default_quant_scales); the runtime-fp8
+    # figure is not allocator-counted yet.
+    assert bf16 - expected == 32 * linear - 32 * 16 + 32 * 7 * 512
 
 
 def test_runtime_quantization_refusals():

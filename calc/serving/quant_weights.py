@@ -221,7 +221,10 @@ def plan_weights(
     engine = config.engine
     runtime = check_runtime_method(spec, getattr(config, "quantization", None))
     if spec.quantization is None and runtime is None:
-        return rank_weight_bytes(spec, tp, pp, wd, ep, part, engine=engine), wd
+        version = config.version_tuple if engine == "vllm" else None  # allocator-counted
+        return rank_weight_bytes(
+            spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version
+        ), wd
     if wd in QUANTIZED_DTYPES:
         raise ValueError(
             f"'weight_dtype' {wd} quantizes an unquantized checkpoint as a whole: drop it for "

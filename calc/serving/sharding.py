@@ -119,9 +119,12 @@ def rank_weight_bytes(
     scale_bytes: int = DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
     engine: str = "vllm",
+    vllm_version: tuple[int, ...] | None = None,
 ) -> tuple[int, ...]:
     """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
-    each layer as calc.serving.shard_layers splits it."""
+    each layer as calc.serving.shard_layers splits it. With `vllm_version` (engine "vllm", an
+    unquantized weight_dtype): what vLLM's "Model loading took" counts, each tensor as torch's
+    caching allocator rounds it (calc.serving.allocator)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = (group_size, scale_bytes, zero_point_bits)
     h = spec.hidden_size
@@ -142,9 +145,14 @@ def rank_weight_bytes(
     quantized = "weight_dtype" if weight_dtype in QUANTIZED_DTYPES else ""
     wb = dtype_bits(UNQUANTIZED_DTYPE if quantized else weight_dtype) // 8
     vision = vision_rank_bytes(spec, tp, wb, quantized)
+    split = pp_layer_split(spec.num_hidden_layers, pp, partition)
+    if vllm_version is not None and engine == "vllm" and not quantized:
+        lm_head = table if not spec.tie_word_embeddings or pp > 1 else 0
+        ends = ((table, pos), (norm_b, lm_head))
+        return _allocated(spec, tp, ep, split, wb, ends, rope, vllm_version, vision)
     out = []
     start = 0
-    for r, n_layers in enumerate(pp_layer_split(spec.num_hidden_layers, pp, partition)):
+    for r, n_layers in enumerate(split):
         b = sum(layers[start : start + n_layers]) + rope + vision
         start += n_layers
         if r == 0:
@@ -154,6 +162,31 @@ def rank_weight_bytes(
             if not spec.tie_word_embeddings or pp > 1:
                 b += table
         out.append(b)
+    return tuple(out)
+
+
+def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision) -> tuple[int, ...]:
+    """Each pipeline rank's tensors as the caching allocator counts them (the vision encoder
+    as its plain bytes)."""
+    from calc.serving.allocator import attention_scalars, caching_allocator, vllm_load_events
+
+    elements = rotary_cache_elements(spec) if rope else 0
+    out, start = [], 0
+    for r, n_layers in enumerate(split):
+        events = vllm_load_events(
+            spec,
+            tp,
+            ep,
+            range(start, start + n_layers),
+            wb,
+            head=[n for n in ends[0] if n and r == 0],
+            tail=[n for n in ends[1] if n and r == len(split) - 1],
+            rope_bytes=rope,
+            rope_elements=elements,
+            scalars=attention_scalars(version),
+        )
+        start += n_layers
+        out.append(caching_allocator(events)[0] + vision)
     return tuple(out)
 
 

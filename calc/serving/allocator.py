@@ -1,0 +1,231 @@
+"""torch's CUDA caching allocator, as vLLM's "Model loading took" counts it, and the tensors vLLM
+allocates while it builds a model, in order.
+
+vLLM logs torch.cuda.max_memory_allocated() after reset_peak_memory_stats, after the load less
+before (DeviceMemoryProfiler; V0 model_runner.load_model, V1 gpu_model_runner.load_model ->
+m.consumed_memory; vllm 0.7.2 sdist vllm/utils.py, 0.19.0 sdist vllm/utils/mem_utils.py and
+vllm/platforms/cuda.py get_current_memory_usage). torch counts each allocation as the size of the
+block it hands out, not the bytes asked for. The rules (pytorch/pytorch@
+001074d25084fdb87a799823e395a50f5ec044d3, c10/cuda/CUDACachingAllocator.cpp; alike in the torch
+2.5 - 2.10 that vLLM 0.7 - 0.19 pin, requirements/cuda.txt):
+- round_size: a request rounds up to a multiple of kMinBlockSize = 512 B (roundup_power2_divisions
+  unset).
+- get_pool: <= kSmallSize (1 MiB) from the small pool, larger from the large pool.
+- get_free_block: the smallest cached free block of the pool that fits (ties: lowest address;
+  max_split_size unset, so no oversize rule).
+- get_allocation_size, when none fits: a new segment of kSmallBuffer = 2 MiB (small), kLargeBuffer
+  = 20 MiB (requests under kMinLargeAlloc = 10 MiB), else the request rounded up to kRoundLarge =
+  2 MiB.
+- should_split: the block is split when the remainder is >= 512 B (small pool) or > kSmallSize
+  (large pool); otherwise the whole block is the allocation, and alloc_found_block adds
+  block->size to allocated_bytes.
+- free_block merges a freed block with free neighbours of its segment; nothing is returned to
+  the device until empty_cache (not called during the load).
+Expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, split at 512 B) are not
+modelled: vLLM does not set them (its cumem allocator refuses them).
+Segment addresses are taken to grow in the order they are made (only breaks ties between free
+blocks of one size).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import NamedTuple
+
+MIN_BLOCK = 512  # kMinBlockSize
+SMALL_SIZE = 1 << 20  # kSmallSize
+SMALL_BUFFER = 2 << 20  # kSmallBuffer
+LARGE_BUFFER = 20 << 20  # kLargeBuffer
+MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
+ROUND_LARGE = 2 << 20  # kRoundLarge
+
+
+class Free(NamedTuple):
+    """Frees the allocation made by the `index`-th request of the list (counting requests only)."""
+
+    index: int
+
+
+def caching_allocator(events: Sequence[int | Free]) -> tuple[int, int]:
+    """(allocated, reserved) bytes after `events` on a fresh device, one stream: an int asks for
+    that many bytes, a Free gives back an earlier request. Allocated is what
+    torch.cuda.memory_allocated reports, reserved what memory_reserved (cudaMalloc'd) does."""
+    # a block: [segment, offset, size, allocated, small]; segments: their blocks by offset
+    segments: list[list[list]] = []
+    free: dict[bool, list[tuple[int, int, int]]] = {True: [], False: []}  # (size, seg, off)
+    live: list[list | None] = []
+    allocated = reserved = 0
+    for ev in events:
+        if isinstance(ev, Free):
+            block = live[ev.index]
+            if block is None:
+                raise ValueError(f"'events' frees request {ev.index} twice")
+            live[ev.index] = None
+            allocated -= block[2]
+            _release(segments, free, block)
+            continue
+        if ev <= 0:
+            raise ValueError(f"'events' must ask for a positive number of bytes: got {ev}")
+        size = max(MIN_BLOCK, -(-ev // MIN_BLOCK) * MIN_BLOCK)
+        small = size <= SMALL_SIZE
+        pool = free[small]
+        i = bisect.bisect_left(pool, (size, -1, -1))
+        if i < len(pool):
+            _, seg, off = pool.pop(i)
+            block = next(b for b in segments[seg] if b[1] == off)
+        else:
+            if small:
+                seg_size = SMALL_BUFFER
+            elif size < MIN_LARGE_ALLOC:
+                seg_size = LARGE_BUFFER
+            else:
+                seg_size = -(-size // ROUND_LARGE) * ROUND_LARGE
+            reserved += seg_size
+            block = [len(segments), 0, seg_size, False, small]
+            segments.append([block])
+        rest = block[2] - size
+        if rest >= MIN_BLOCK if small else rest > SMALL_SIZE:
+            seg = segments[block[0]]
+            tail = [block[0], block[1] + size, rest, False, small]
+            seg.insert(seg.index(block) + 1, tail)
+            bisect.insort(pool, (rest, tail[0], tail[1]))
+            block[2] = size
+        block[3] = True
+        allocated += block[2]
+        live.append(block)
+    return allocated, reserved
+
+
+def _release(segments, free, block) -> None:
+    """free_block: merge with free neighbours (try_merge_blocks) and cache the result."""
+    seg = segments[block[0]]
+    pool = free[block[4]]
+    block[3] = False
+    i = seg.index(block)
+    for j in (i + 1, i - 1):  # the next block, then the previous one
+        if 0 <= j < len(seg) and not seg[j][3]:
+            other = seg[j]
+            pool.remove((other[2], other[0], other[1]))
+            block[1] = min(block[1], other[1])
+            block[2] += other[2]
+            seg.remove(other)
+    bisect.insort(pool, (block[2], block[0], block[1]))
+
+
+# --- what vLLM allocates while it builds a model --------------------------------------------------
+# BaseModelLoader.load_model builds the model under `with torch.device("cuda")`, so each parameter
+# is allocated at construction, in module order, before any weight is read (the checkpoint is read
+# on the CPU and copied in; vllm 0.19.0 sdist, model_executor/model_loader/base_loader.py; 0.7.2
+# loader.py alike). Per rank: the embedding (first PP rank), then per decoder layer its attention
+# (one QKVParallelLinear tensor for q, k and v; o_proj), the rotary table in the first attention
+# layer right after o_proj (get_rope caches it for the later layers), the MLP (one
+# MergedColumnParallelLinear gate_up tensor; FusedMoE's stacked w13 [E, 2I, H] and w2 [E, H, I]),
+# then the norms; the final norm and the LM head on the last rank (llama.py, qwen2.py, qwen3.py,
+# gemma2.py, mixtral.py, qwen3_moe.py of the 0.19.0 sdist). Each Linear of calc.linears is split
+# as calc.serving.shard_layers._matrix splits it; its bias is a tensor of its own.
+# The rotary table (RotaryEmbeddingBase._compute_cos_sin_cache, vllm 0.7.2 / 0.19.0 sdists,
+# rotary_embedding) is built on the GPU in float32: t = arange(max_position), freqs = t x inv_freq
+# ([max_position, rotary_dim / 2]), cos, sin, cat((cos, sin)) ([max_position, rotary_dim]); the
+# locals are freed on return, then cache.to(dtype) allocates the table and frees the float32 one.
+# Those freed blocks are reused by later parameters. Not modelled: the small inv_freq temporaries
+# (small pool: they never change a large block), YaRN / llama3 variants' extra temporaries, each
+# layer's vectors taken as one tensor per calc.params component (< 512 B each), and the vision
+# encoder (added as its plain bytes by the caller).
+_QKV = frozenset({"attn/q", "attn/kv"})
+_GATE_UP = frozenset({"gate_proj", "up_proj", "gate_up_proj"})
+
+
+def attention_scalars(version: tuple[int, ...]) -> int:
+    """fp32 scalar tensors each attention layer allocates in vLLM's Attention.__init__: _k_scale,
+    _v_scale, k_range, v_range from 0.7.0; _q_scale, q_range from 0.8.3; _prob_scale from 0.8.5
+    (vllm/attention/layer.py, from 0.16.0 model_executor/layers/attention/attention.py
+    set_default_quant_scales; the sdists of 0.6.6, 0.7.0, 0.8.0, 0.8.3, 0.8.5, 0.19.0)."""
+    if version >= (0, 8, 5):
+        return 7
+    if version >= (0, 8, 3):
+        return 6
+    return 4 if version >= (0, 7, 0) else 0
+
+
+def _layer_tensors(spec, layer: int, tp: int, ep: int) -> tuple[list[int], list[int]]:
+    """(attention tensors, the rest) of one decoder layer on one rank, in parameters."""
+    from calc.linears import _attention, _mlp
+    from calc.serving.shard_layers import _matrix, layer_rank_params
+
+    kind, mlp = spec.layer_kinds[layer]
+    groups: dict[str, list[int]] = {}  # name -> [weight, bias], in construction order
+    attn: list[str] = []
+    for lin in _attention(spec, kind, 1, "") + _mlp(spec, mlp, 1, ""):
+        path, name = lin.module.rsplit(".", 1)
+        if lin.component in _QKV and not spec.is_mla:
+            key = "qkv"
+        elif name in _GATE_UP:
+            key = path + ".gate_up"
+        else:
+            key = lin.module
+        w = _matrix(spec, lin._replace(bias=False), tp, ep)
+        g = groups.setdefault(key, [0, 0])
+        g[0] += w
+        g[1] += _matrix(spec, lin, tp, ep) - w
+        if lin.component.startswith("attn") and key not in attn:
+            attn.append(key)
+    vectors = [n for k, n in layer_rank_params(spec, layer, tp, ep).items() if ":vectors" in k]
+    first = [n for k in attn for n in groups.pop(k) if n]
+    rest = [n for g in groups.values() for n in g if n] + vectors
+    return first, rest
+
+
+def vllm_load_events(
+    spec,
+    tp: int,
+    ep: int,
+    layers: Sequence[int],
+    dtype_bytes: int,
+    *,
+    head: Sequence[int] = (),
+    tail: Sequence[int] = (),
+    rope_bytes: int = 0,
+    rope_elements: int = 0,
+    scalars: int = 0,
+) -> list[int | Free]:
+    """The requests (bytes) and frees vLLM makes building `layers` of one rank: `head` tensors
+    (embedding, position table) first, `tail` (final norm, LM head) last, in bytes; the rotary
+    table of `rope_elements` entries (`rope_bytes` in its dtype) in the first attention layer;
+    `scalars` fp32 scalars per attention layer (attention_scalars)."""
+    events: list[int | Free] = list(head)
+    count = len(events)
+    memo: dict = {}
+    rope_done = not rope_elements
+    for i in layers:
+        k = spec.layer_kinds[i]
+        if k not in memo:
+            memo[k] = _layer_tensors(spec, i, tp, ep)
+        attn, rest = memo[k]
+        events += [n * dtype_bytes for n in attn]
+        count += len(attn)
+        if k[0] != "linear_attention":
+            if not rope_done:
+                rope_done = True
+                count = _rope(
+                    events, count, spec.max_position_embeddings, rope_elements, rope_bytes
+                )
+            events += [4] * scalars
+            count += scalars
+        events += [n * dtype_bytes for n in rest]
+        count += len(rest)
+    if not rope_done:
+        _rope(events, count, spec.max_position_embeddings, rope_elements, rope_bytes)
+    return events + list(tail)
+
+
+def _rope(events: list, count: int, positions: int, elements: int, table: int) -> int:
+    """_compute_cos_sin_cache then cache.to(dtype): returns the requests made so far."""
+    t, freqs, cos, sin, cat = count, count + 1, count + 2, count + 3, count + 4
+    events += [positions * 4, elements * 2, elements * 2, elements * 2, elements * 4]
+    events += [Free(t), Free(freqs), Free(cos), Free(sin)]
+    count += 5
+    if table != elements * 4:  # a float32 table is the cat itself
+        events += [table, Free(cat)]
+        count += 1
+    return count
