@@ -9,8 +9,9 @@ weight dtypes); what the engines add:
   there when pp > 1).
 - vocab padding: VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of
   64 rows (DEFAULT_VOCAB_PADDING_SIZE) before splitting it tp-ways.
-- the rotary cos/sin cache: get_rope builds a [max_position, rotary_dim] table in the model's
-  dtype on every rank; "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
+- the rotary cos/sin cache: get_rope builds a [rows, rotary_dim] table in the model's dtype on
+  every rank, one per distinct rope (rotary_tables: rows from the rope scaling, Gemma 3's local
+  table, DeepSeek-V3.2's indexer); "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
   + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517). vLLM's gpt-oss asks
   for float32 (gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32), vllm-project/vllm@
   0025d69bcf08bb1b135103167f0bbc82b9af6e69): 131072 x 64 x 4 B; one table, get_rope caches it.
@@ -66,13 +67,39 @@ def padded_vocab(vocab_size: int) -> int:
     return -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING
 
 
-def rotary_cache_elements(spec: ModelSpec) -> int:
-    """cos/sin table entries: max_position x rotary_dim (none for learned or ALiBi positions)."""
+def rotary_tables(spec: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """(rows, rotary_dim) of each cos/sin table vLLM 0.19.0 builds: get_rope caches one per
+    distinct (head_size, rotary_dim, max_position, style, rope_parameters, dtype) key
+    (vllm/model_executor/layers/rotary_embedding/__init__.py _ROPE_DICT), so a model whose
+    layers share one rope holds one table. Rows per rope type: RopeScaling.table_rows (P =
+    max_position_embeddings, what the models pass); rotary_dim = qk_rope_head_dim for MLA
+    (deepseek_v2.py get_rope(qk_rope_head_dim, ...)), else head_dim x partial_rotary_factor
+    (int(), get_rope). A second table where the model asks for a second key:
+    - Gemma 3's sliding layers (gemma3.py: rope_type "default", rope_theta rope_local_base_freq),
+      P rows: its global rope is scaled or of another base (1e6 vs 1e4 in every Gemma 3 config);
+    - DeepSeek-V3.2's indexer (deepseek_v2.py indexer_rope_emb, is_neox_style the opposite of
+      the attention's), the same rows.
+    None for learned or ALiBi positions."""
     if spec.position_embedding != "rope":
-        return 0
-    if spec.is_mla:  # DeepseekV2MLAAttention: get_rope(qk_rope_head_dim, ...)
-        return spec.max_position_embeddings * spec.qk_rope_head_dim
-    return spec.max_position_embeddings * spec.head_dim  # (partial rotary / YaRN: not modelled)
+        return ()
+    P = spec.max_position_embeddings
+    if spec.is_mla:
+        dim = spec.qk_rope_head_dim
+    else:
+        dim = int(spec.head_dim * spec.partial_rotary_factor)
+    rows = spec.rope_scaling.table_rows(P) if spec.rope_scaling is not None else P
+    tables = [(rows, dim)]
+    sliding = spec.attention_counts.get("sliding_attention", 0)
+    if spec.rope_local_base_freq is not None and sliding:
+        tables.append((P, dim))
+    if spec.index_topk is not None:
+        tables.append((rows, dim))
+    return tuple(tables)
+
+
+def rotary_cache_elements(spec: ModelSpec) -> int:
+    """cos/sin table entries of every table (rotary_tables)."""
+    return sum(rows * dim for rows, dim in rotary_tables(spec))
 
 
 FP32_ROPE_FAMILIES = frozenset({"gpt_oss", "gpt-oss"})  # vLLM gpt_oss.py: dtype=torch.float32
