@@ -128,6 +128,32 @@ def vision_rank_bytes(spec: ModelSpec, tp: int, dtype_bytes: int, quantized: str
     return vision_rank_params(spec.vision, spec.hidden_size, tp) * dtype_bytes
 
 
+def mla_kv_b_copy_bytes(spec: ModelSpec, tp: int, act_bytes: int) -> int:
+    """The bf16 copy of a quantized kv_b_proj one MLA layer keeps on each rank (0 without MLA).
+    MLAAttention.process_weights_after_loading (0.19.0 sdist, model_executor/layers/attention/
+    mla_attention.py; the same in v1/attention/backends/mla/common.py before) takes
+    get_and_maybe_dequant_weights(kv_b_proj, out_dtype=model dtype) and keeps W_UK_T and W_UV
+    as views of it. Unquantized, that is the weight itself (`weight.to(out_dtype)` of the same
+    dtype: no copy); quantized (fp8's scaled_dequantize, or the identity-matmul fallback), a new
+    kv_lora_rank x (heads / tp) x (qk_nope_head_dim + v_head_dim) tensor in the model dtype."""
+    if not spec.is_mla:
+        return 0
+    heads = spec.num_attention_heads // tp
+    return spec.kv_lora_rank * heads * (spec.qk_nope_head_dim + spec.v_head_dim) * act_bytes
+
+
+def mla_layers_per_rank(spec: ModelSpec, pp: int, partition=None) -> tuple[int, ...]:
+    """MLA layers on each pipeline rank (every softmax layer of an MLA model)."""
+    if not spec.is_mla:
+        return (0,) * pp
+    mla = [k[0] != "linear_attention" for k in spec.layer_kinds]
+    out, start = [], 0
+    for n in pp_layer_split(spec.num_hidden_layers, pp, partition):
+        out.append(sum(mla[start : start + n]))
+        start += n
+    return tuple(out)
+
+
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
     if wd in QUANTIZED_DTYPES and key in QUANTIZABLE:
         return quantized_bytes(n, wd, *q)
@@ -169,10 +195,13 @@ def rank_weight_bytes(
     quantized = "weight_dtype" if weight_dtype in QUANTIZED_DTYPES else ""
     wb = dtype_bits(UNQUANTIZED_DTYPE if quantized else weight_dtype) // 8
     vision = vision_rank_bytes(spec, tp, wb, quantized)
+    # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
+    kv_b = mla_kv_b_copy_bytes(spec, tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
+    mla = mla_layers_per_rank(spec, pp, partition) if quantized else (0,) * pp
     out = []
     start = 0
     for r, n_layers in enumerate(pp_layer_split(spec.num_hidden_layers, pp, partition)):
-        b = sum(layers[start : start + n_layers]) + rope + vision
+        b = sum(layers[start : start + n_layers]) + rope + vision + mla[r] * kv_b
         start += n_layers
         if r == 0:
             b += table + pos
