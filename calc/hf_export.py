@@ -5,7 +5,8 @@ modules have exactly the spec's parameter and KV-cache shapes, and fills in its 
 `AutoModelForCausalLM.from_config(AutoConfig.for_model(**d))` then builds it. Used to build
 reference models in tests and in validation; `calc.hf.from_hf_config` reads the dict back.
 
-But: it refuses what no supported type expresses (PaLM: parallel block with a gated MLP and
+But: the rotary fields (rope_scaling, partial_rotary_factor, rope_local_base_freq: the cos/sin
+table an engine keeps, no shape) are not written; it refuses what no supported type expresses (PaLM: parallel block with a gated MLP and
 bias-less LayerNorm; learned positions without GPT-2's biases; ...), naming each type's reason.
 """
 

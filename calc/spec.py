@@ -32,6 +32,7 @@ from calc import layout
 from calc.layout import ATTENTION_TYPES, MLP_TYPES, Run
 from calc.limits import check_limit
 from calc.quant.config import QuantConfig, dtype_name
+from calc.rope import RopeScaling
 from calc.spec_derived import DerivedShape
 from calc.vision import VisionSpec
 
@@ -103,6 +104,12 @@ class ModelSpec(DerivedShape, BaseModel):
     attn_output_gate: bool = Field(default=False, strict=True)  # Qwen3-Next: q_proj emits 2x
     fused_qkv: bool = Field(default=False, strict=True)  # Phi-3 qkv_proj: same count, one matrix
     fused_gate_up: bool = Field(default=False, strict=True)  # Phi-3 gate_up_proj
+
+    # --- rotary tables (calc/rope.py): no parameter count, the table an engine keeps ----------
+    rope_scaling: RopeScaling | None = None  # config.json rope_scaling; None: the default rope
+    partial_rotary_factor: float = Field(default=1.0, gt=0, le=1)  # rotary_dim = head_dim x it
+    # Gemma 3: the sliding layers' own unscaled rope (a second table in vLLM)
+    rope_local_base_freq: float | None = Field(default=None, gt=0)
 
     # --- which layer is which (calc/layout.py) ------------------------------------------------
     # explicit runs ([name, count], or one name per layer) or one period repeated to the depth

@@ -56,7 +56,9 @@ class VisionSpec(BaseModel):
     num_attention_heads: int = Field(gt=0)  # qwen3_5: num_heads
     num_channels: int = Field(default=3, gt=0)  # qwen3_5: in_channels
     patch_size: int = Field(gt=0)
-    image_size: int | None = Field(default=None, gt=0)  # siglip, llama4: learned positions
+    # siglip, llama4: the learned positions' grid; pixtral: the largest image side (vLLM's
+    # profile image, calc/serving/mm_profile.py)
+    image_size: int | None = Field(default=None, gt=0)
     # pixtral: Mistral 3's spatial_merge_size (patch merger); qwen3_5: the merger's
     spatial_merge_size: int | None = Field(default=None, gt=0)
     projector_bias: bool = Field(default=False, strict=True)  # mistral3 multimodal_projector_bias
@@ -67,6 +69,10 @@ class VisionSpec(BaseModel):
     vision_output_dim: int | None = Field(default=None, gt=0)  # llama4
     projector_input_dim: int | None = Field(default=None, gt=0)  # llama4
     projector_output_dim: int | None = Field(default=None, gt=0)  # llama4
+    # what one image becomes (vLLM's multimodal profile run, calc/serving/mm_profile.py):
+    mm_tokens_per_image: int | None = Field(default=None, gt=0)  # siglip: Gemma 3's wrapper key
+    pixel_shuffle_ratio: float | None = Field(default=None, gt=0, le=1)  # llama4 vision_config
+    max_patches: int | None = Field(default=None, gt=0)  # llama4: the image processor's tiles
 
 
 class Tensor(NamedTuple):

@@ -101,9 +101,11 @@ def test_gpt_oss_20b_mxfp4_tp2_per_rank_arithmetic():
 def test_bnb_int8_llama_pp2_splits_the_layers():
     # Llama-3.1-8B bitsandbytes int8 (fixture): 32 alike layers, 16 a rank; the last rank holds
     # the lm_head (128256 x 4096) and the final norm, every rank the rope table, all in the
-    # config's torch_dtype float32 (4 B).
+    # config's torch_dtype float32 (4 B). The config's rope_scaling is linear, factor 8: vLLM's
+    # LinearScalingRotaryEmbedding has max_position x factor rows (0.19.0 sdist,
+    # layers/rotary_embedding/linear_scaling_rope.py max_len = max_position_embeddings * factor).
     spec = resolve_model(FIX / "llama-3.1-8b-networks-bnb-int8" / "config.json")
-    table, rope, norm = 128256 * 4096 * 4, 131072 * 128 * 4, 4096 * 4
+    table, rope, norm = 128256 * 4096 * 4, 131072 * 8 * 128 * 4, 4096 * 4
     layers = _plan(spec).weights_bytes - 2 * table - norm - rope
     assert _plan(spec, pipeline_parallel_size=2).weights_bytes == layers // 2 + table + norm + rope
 

@@ -170,3 +170,43 @@ def test_mistral_small_3_1_weights_within_half_a_percent():
 def test_vllm_runtime_fp8_with_an_encoder_is_refused():
     with pytest.raises(ValueError, match="'quantization' would quantize the vision encoder"):
         engine_plan("gemma-3-4b", "h100-sxm", max_model_len=8192, quantization="fp8")
+
+
+# What one dummy image of vLLM 0.19.0's multimodal profile run is (calc/serving/mm_profile.py),
+# written out from the sdist and each checkpoint's config / processor: Gemma 3 resizes to
+# image_size 896 and gives mm_tokens_per_image 256 embeddings (gemma3_mm.py, pan and scan off);
+# Mistral Small 3.1 a 1540 square, ceil(1540 / (14 x 2)) = 55 a side (pixtral.py
+# PixtralHFEncoderInfo); Llama 4 Scout 16 tiles of 336 + the global one, (336 / 14)^2 / 4 = 144
+# embeddings a tile (mllama4.py get_patch_per_chunk, pixel_shuffle_ratio 0.5).
+PROFILE_ITEMS = {
+    "gemma-3-4b": (256, 3 * 896 * 896, 256),
+    "mistral-small-3.1": (55 * 55, 3 * 1540 * 1540, 55 * 55),
+    "llama-4-scout": (17 * 144, 17 * 3 * 336 * 336, 17 * 144),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROFILE_ITEMS))
+def test_profile_item_from_the_config(name):
+    from calc.serving.mm_profile import profile_item
+
+    spec = calc.from_hf_config(_cfg(name))
+    assert tuple(profile_item(spec.vision)) == PROFILE_ITEMS[name]
+    assert tuple(profile_item(calc.load_preset(name).vision)) == PROFILE_ITEMS[name]
+
+
+def test_profile_fields_read_or_refused():
+    """mm_tokens_per_image (Gemma 3's wrapper), image_size (Pixtral), pixel_shuffle_ratio
+    (Llama 4) change the profile's held bytes: read from the config, a bad value refused."""
+    from calc.serving.mm_profile import profile_item
+
+    cfg = _cfg("gemma-3-4b") | {"mm_tokens_per_image": 64}
+    assert profile_item(calc.from_hf_config(cfg).vision).embeddings == 64
+    cfg = _cfg("mistral-small-3.1")
+    cfg["vision_config"] = cfg["vision_config"] | {"image_size": 1024}
+    assert profile_item(calc.from_hf_config(cfg).vision).tokens == 37 * 37  # ceil(1024 / 28)
+    cfg = _cfg("llama-4-scout")
+    cfg["vision_config"] = cfg["vision_config"] | {"pixel_shuffle_ratio": "half"}
+    with pytest.raises(ValueError, match="pixel_shuffle_ratio"):
+        calc.from_hf_config(cfg)
+    qwen = calc.from_hf_config(_cfg("qwen3.5-27b"))
+    assert profile_item(qwen.vision) is None  # dynamic resolution: not derived

@@ -29,6 +29,7 @@ from calc.errors import format_error
 from calc.hf.classic import _LLAMA_LIKE, _falcon, _gpt2, _llama_like
 from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
+from calc.hf.rope import rope_fields
 from calc.hf.vision import vision_fields
 from calc.hf_export import to_hf_config
 from calc.quant import QuantConfig, parse_quantization_config
@@ -117,6 +118,8 @@ def from_hf_config(
         fields = _gpt2(cfg)
     else:
         fields = _falcon(cfg, legacy=model_type in LEGACY_FALCON_TYPES)
+    if fields.get("position_embedding", "rope") == "rope":
+        fields |= rope_fields(cfg)  # calc/hf/rope.py: the cos/sin table's size
     fields["name"] = name or _default_name(outer, config)
     fields["family"] = "falcon" if model_type in LEGACY_FALCON_TYPES else model_type
     if vision is not None:

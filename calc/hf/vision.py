@@ -57,8 +57,11 @@ def vision_fields(outer: dict, origin: str) -> dict | None:
         "num_channels": cfg.int("in_channels" if qwen else "num_channels", default=channels),
         "patch_size": cfg.int("patch_size", default=patch),
     }
-    if kind in ("siglip", "llama4"):
+    if kind in ("siglip", "llama4", "pixtral"):
         out["image_size"] = cfg.int("image_size", default=image)
+    if kind == "siglip":  # Gemma3Config.mm_tokens_per_image (the processor's image_seq_length)
+        wrapper = _Config(outer, origin, outer["model_type"])
+        out["mm_tokens_per_image"] = wrapper.int("mm_tokens_per_image", default=256)
     if kind == "siglip" and cfg.bool("vision_use_head", True):
         raise cfg.fail(
             "vision_use_head", "must be false (the attention-pooling head is not modelled)"
@@ -76,6 +79,14 @@ def vision_fields(outer: dict, origin: str) -> dict | None:
         out["vision_output_dim"] = cfg.int("vision_output_dim", default=7680)
         out["projector_input_dim"] = cfg.int("projector_input_dim", default=4096)
         out["projector_output_dim"] = cfg.int("projector_output_dim", default=4096)
+        ratio = vc.get("pixel_shuffle_ratio", 0.5)
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise cfg.fail("pixel_shuffle_ratio", "must be a number in (0, 1]")
+        out["pixel_shuffle_ratio"] = float(ratio)
+        # not a config.json key: Llama4ImageProcessorFast's max_patches (16, transformers 5.x
+        # models/llama4/image_processing_llama4.py; the Scout / Maverick preprocessor_config.json
+        # state 16 too); a preset may set another
+        out["max_patches"] = 16
         if cfg.bool("multi_modal_projector_bias", False):
             raise cfg.fail(
                 "multi_modal_projector_bias",

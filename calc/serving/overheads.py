@@ -18,6 +18,7 @@ from calc.capacity import (
 )
 from calc.dtypes import dtype_bits
 from calc.serving import memory as m
+from calc.serving.mm_profile import mm_profile_held_bytes
 from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
@@ -106,6 +107,11 @@ V1_MOE_WORKSPACE_FROM = (0, 18, 0)
 # MLA's profile-run stand-in for the prefill context up-projection (memory.
 # vllm_mla_profile_prefill_bytes): present in the 0.11.0-0.19.0 sdists.
 V1_MLA_PROFILE_TENSOR_FROM = (0, 11, 0)
+# A multimodal model's profile run keeps its dummy images and their encoder outputs while the text
+# forward and the dummy sampler run (mm_profile.py): the hold is in every V1 sdist from 0.8.0, the
+# item count derived from the 0.16.0-0.19.0 sdists (vllm/multimodal/encoder_budget.py); earlier
+# releases count items another way (vllm/v1/worker/utils.py), not derived, so 0 there.
+MM_PROFILE_HELD_FROM = (0, 16, 0)
 VOCAB_PADDING = (
     64  # DEFAULT_VOCAB_PADDING_SIZE, vllm/model_executor/layers/vocab_parallel_embedding.py
 )
@@ -175,9 +181,10 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
     an unquantized MoE's fused-MoE workspace (_v1_moe_workspace_bytes) stays allocated under
     both, and the forward leaves the routed experts out; an MLA layer's profile stand-in for the
     context up-projection (_v1_mla_profile_forward_bytes) may set the forward. Not derived: the
-    compiled forward's own buffers (the generic estimate stands), a multimodal model's dummy images
-    and encoder outputs (memory.vllm_v1_mm_profile_held_bytes; no vision fields in the presets).
-    None outside these releases."""
+    compiled forward's own buffers (the generic estimate stands). From 0.16.0 a multimodal
+    model's dummy images and their encoder outputs (mm_profile.mm_profile_held_bytes) sit under
+    both, as the profile run keeps them to the end; the vision encoder's own forward, which runs
+    and frees before the text forward, is not written out. None outside these releases."""
     v = config.version_tuple
     if not config.is_v1 or v >= V1_SAMPLER_DERIVED_UNTIL:
         return None
@@ -201,7 +208,8 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
     forward = forward_activation_bytes(spec, tp, T, act_dtype, routed_experts=not workspace)
     if spec.is_mla and v >= V1_MLA_PROFILE_TENSOR_FROM:
         forward = max(forward, _v1_mla_profile_forward_bytes(spec, config, a))
-    peak = workspace + max(forward, sampler + live)
+    held = mm_profile_held_bytes(spec, config, a) if v >= MM_PROFILE_HELD_FROM else 0
+    peak = workspace + held + max(forward, sampler + live)
     if v >= CUBLAS_WORKSPACE_COUNTED_FROM and hw is not None:
         peak += cublas_workspace_bytes(hw)
     return peak

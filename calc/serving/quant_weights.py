@@ -44,6 +44,8 @@ from calc.serving.shard_layers import (
     layer_rank_params,
 )
 from calc.serving.sharding import (
+    mla_kv_b_copy_bytes,
+    mla_layers_per_rank,
     padded_vocab,
     pp_layer_split,
     rotary_cache_bytes,
@@ -193,9 +195,11 @@ def quantized_rank_bytes(
     rope = rotary_cache_bytes(spec, 4 if base == 4 else 2, engine)  # the model dtype
     final = norm_params(spec) * base if spec.final_norm else 0
     vision = vision_rank_bytes(spec, tp, base, "quantization" if q is None else "")
+    kv_b = mla_kv_b_copy_bytes(spec, tp, 4 if base == 4 else 2) if _kv_b_quantized(spec) else 0
+    mla = mla_layers_per_rank(spec, pp, partition)
     out = []
     for r, b in enumerate(layers):
-        b += rope + vision
+        b += rope + vision + mla[r] * kv_b
         if r == 0:
             b += table + pos
         if r == pp - 1:
@@ -206,6 +210,22 @@ def quantized_rank_bytes(
                 b += table
         out.append(b)
     return tuple(out)
+
+
+def _kv_b_quantized(spec: ModelSpec) -> bool:
+    """Whether MLA's kv_b_proj is quantized: always under a runtime method (every linear), else
+    as the checkpoint's config decides (calc.quant.weights._quantizable)."""
+    if not spec.is_mla:
+        return False
+    q = spec.quantization
+    if q is None:
+        return True  # runtime quantization
+    from calc.linears import _attention
+    from calc.quant.weights import _quantizable
+
+    kind = next(k for k, _ in spec.layer_kinds if k != "linear_attention")
+    kv_b = [x for x in _attention(spec, kind, 1, "") if x.module.endswith("kv_b_proj")]
+    return bool(kv_b) and _quantizable(q, spec, kv_b[0])
 
 
 def plan_weights(

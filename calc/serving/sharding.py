@@ -9,8 +9,9 @@ weight dtypes); what the engines add:
   there when pp > 1).
 - vocab padding: VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of
   64 rows (DEFAULT_VOCAB_PADDING_SIZE) before splitting it tp-ways.
-- the rotary cos/sin cache: get_rope builds a [max_position, rotary_dim] table in the model's
-  dtype on every rank; "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
+- the rotary cos/sin cache: get_rope builds a [rows, rotary_dim] table in the model's dtype on
+  every rank, one per distinct rope (rotary_tables: rows from the rope scaling, Gemma 3's local
+  table, DeepSeek-V3.2's indexer); "Model loading took" counts it. Llama-3.1-8B in bf16: 8,030,261,248 x 2 B
   + 131072 x 128 x 2 B = 14.9888 GiB, the figure vLLM logs (vllm#10517). vLLM's gpt-oss asks
   for float32 (gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32), vllm-project/vllm@
   0025d69bcf08bb1b135103167f0bbc82b9af6e69): 131072 x 64 x 4 B; one table, get_rope caches it.
@@ -66,13 +67,39 @@ def padded_vocab(vocab_size: int) -> int:
     return -(-vocab_size // VOCAB_PADDING) * VOCAB_PADDING
 
 
-def rotary_cache_elements(spec: ModelSpec) -> int:
-    """cos/sin table entries: max_position x rotary_dim (none for learned or ALiBi positions)."""
+def rotary_tables(spec: ModelSpec) -> tuple[tuple[int, int], ...]:
+    """(rows, rotary_dim) of each cos/sin table vLLM 0.19.0 builds: get_rope caches one per
+    distinct (head_size, rotary_dim, max_position, style, rope_parameters, dtype) key
+    (vllm/model_executor/layers/rotary_embedding/__init__.py _ROPE_DICT), so a model whose
+    layers share one rope holds one table. Rows per rope type: RopeScaling.table_rows (P =
+    max_position_embeddings, what the models pass); rotary_dim = qk_rope_head_dim for MLA
+    (deepseek_v2.py get_rope(qk_rope_head_dim, ...)), else head_dim x partial_rotary_factor
+    (int(), get_rope). A second table where the model asks for a second key:
+    - Gemma 3's sliding layers (gemma3.py: rope_type "default", rope_theta rope_local_base_freq),
+      P rows: its global rope is scaled or of another base (1e6 vs 1e4 in every Gemma 3 config);
+    - DeepSeek-V3.2's indexer (deepseek_v2.py indexer_rope_emb, is_neox_style the opposite of
+      the attention's), the same rows.
+    None for learned or ALiBi positions."""
     if spec.position_embedding != "rope":
-        return 0
-    if spec.is_mla:  # DeepseekV2MLAAttention: get_rope(qk_rope_head_dim, ...)
-        return spec.max_position_embeddings * spec.qk_rope_head_dim
-    return spec.max_position_embeddings * spec.head_dim  # (partial rotary / YaRN: not modelled)
+        return ()
+    P = spec.max_position_embeddings
+    if spec.is_mla:
+        dim = spec.qk_rope_head_dim
+    else:
+        dim = int(spec.head_dim * spec.partial_rotary_factor)
+    rows = spec.rope_scaling.table_rows(P) if spec.rope_scaling is not None else P
+    tables = [(rows, dim)]
+    sliding = spec.attention_counts.get("sliding_attention", 0)
+    if spec.rope_local_base_freq is not None and sliding:
+        tables.append((P, dim))
+    if spec.index_topk is not None:
+        tables.append((rows, dim))
+    return tuple(tables)
+
+
+def rotary_cache_elements(spec: ModelSpec) -> int:
+    """cos/sin table entries of every table (rotary_tables)."""
+    return sum(rows * dim for rows, dim in rotary_tables(spec))
 
 
 FP32_ROPE_FAMILIES = frozenset({"gpt_oss", "gpt-oss"})  # vLLM gpt_oss.py: dtype=torch.float32
@@ -99,6 +126,32 @@ def vision_rank_bytes(spec: ModelSpec, tp: int, dtype_bytes: int, quantized: str
 
     vision_values(spec)  # refuses a quantized checkpoint's quantized encoder
     return vision_rank_params(spec.vision, spec.hidden_size, tp) * dtype_bytes
+
+
+def mla_kv_b_copy_bytes(spec: ModelSpec, tp: int, act_bytes: int) -> int:
+    """The bf16 copy of a quantized kv_b_proj one MLA layer keeps on each rank (0 without MLA).
+    MLAAttention.process_weights_after_loading (0.19.0 sdist, model_executor/layers/attention/
+    mla_attention.py; the same in v1/attention/backends/mla/common.py before) takes
+    get_and_maybe_dequant_weights(kv_b_proj, out_dtype=model dtype) and keeps W_UK_T and W_UV
+    as views of it. Unquantized, that is the weight itself (`weight.to(out_dtype)` of the same
+    dtype: no copy); quantized (fp8's scaled_dequantize, or the identity-matmul fallback), a new
+    kv_lora_rank x (heads / tp) x (qk_nope_head_dim + v_head_dim) tensor in the model dtype."""
+    if not spec.is_mla:
+        return 0
+    heads = spec.num_attention_heads // tp
+    return spec.kv_lora_rank * heads * (spec.qk_nope_head_dim + spec.v_head_dim) * act_bytes
+
+
+def mla_layers_per_rank(spec: ModelSpec, pp: int, partition=None) -> tuple[int, ...]:
+    """MLA layers on each pipeline rank (every softmax layer of an MLA model)."""
+    if not spec.is_mla:
+        return (0,) * pp
+    mla = [k[0] != "linear_attention" for k in spec.layer_kinds]
+    out, start = [], 0
+    for n in pp_layer_split(spec.num_hidden_layers, pp, partition):
+        out.append(sum(mla[start : start + n]))
+        start += n
+    return tuple(out)
 
 
 def _bytes(n: int, key: str, wd: str, q: tuple[int, int, int]) -> int:
@@ -150,10 +203,13 @@ def rank_weight_bytes(
         lm_head = table if not spec.tie_word_embeddings or pp > 1 else 0
         ends = ((table, pos), (norm_b, lm_head))
         return _allocated(spec, tp, ep, split, wb, ends, rope, vllm_version, vision)
+    # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
+    kv_b = mla_kv_b_copy_bytes(spec, tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
+    mla = mla_layers_per_rank(spec, pp, partition) if quantized else (0,) * pp
     out = []
     start = 0
     for r, n_layers in enumerate(split):
-        b = sum(layers[start : start + n_layers]) + rope + vision
+        b = sum(layers[start : start + n_layers]) + rope + vision + mla[r] * kv_b
         start += n_layers
         if r == 0:
             b += table + pos
