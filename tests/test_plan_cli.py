@@ -212,3 +212,18 @@ def test_a_directory_for_gpu_is_called_a_directory(capsys, tmp_path):
         err
         == f"kvcalc: error: '--gpu' {str(tmp_path)!r} is a directory: pass a hardware preset or a .toml file\n"
     )
+
+
+def test_engine_plan_takes_the_releases_own_utilization_unless_util_is_given(capsys):
+    """vLLM 0.20.0 defaults gpu_memory_utilization to 0.92 (its PyPI sdist's vllm/config/cache.py):
+    without --util the CLI plans with that, as the API does; --util 0.9 is then a change."""
+    from calc.serving.plan import engine_plan
+
+    base = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm"]
+    rc, out, _ = run(capsys, *base, "--engine-version", "0.20.0", "--json")
+    default = json.loads(out)["available_kv_cache_bytes"]
+    api = engine_plan("llama-3.1-8b", "h100-sxm", version="0.20.0")
+    assert rc == 0 and default == api.available_kv_cache_bytes
+    rc, out, _ = run(capsys, *base, "--engine-version", "0.20.0", "--util", "0.9", "--json")
+    lower = json.loads(out)["available_kv_cache_bytes"]
+    assert default - lower == pytest.approx(0.02 * api.total_memory_bytes, abs=1)

@@ -248,3 +248,24 @@ def test_pp_one_request_check_counts_all_layers_in_0_14_to_0_16_only(version, la
     needed = 262144 * layers * 2 * 4 * 128 * 2 / 2**30
     printed = p.refusal.split("), (")[1].split(" GiB KV cache is needed")[0]
     assert float(printed) == needed  # 24.0 / 16.00: the figure's format is the release's own
+
+
+def test_vllm_cudagraph_estimate_unset_is_the_median_of_logged_estimates():
+    """From 0.20.0 vLLM subtracts the CUDA-graph memory it measures at start-up; unset, kvcalc
+    takes the median of the "Estimated CUDA graph memory" vLLM 0.19.0 logged in llm-d-planner's
+    H100 runs (the fixture, cited there): a calibration, which a given value replaces."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    runs = json.loads(
+        (Path(__file__).parent / "fixtures" / "engine_runs" / "llmd-planner.json").read_text()
+    )["vllm_0_19_0"]
+    median = statistics.median(r["cuda_graph_estimated_gib"] for r in runs)
+    p = engine_plan("llama-3.1-8b", "h100-sxm", version="0.20.0", max_model_len=8192)
+    assert p.cudagraph_bytes == int(median * GIB)
+    eager = engine_plan(
+        "llama-3.1-8b", "h100-sxm", version="0.20.0", max_model_len=8192, enforce_eager=True
+    )
+    assert eager.cudagraph_bytes == 0
+    assert engine_plan("llama-3.1-8b", "h100-sxm", version="0.19.0").cudagraph_bytes == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from calc.cli.args import add_command, add_model_arg, int_at_least
 from calc.cli.output import emit_json, print_table
-from calc.cli.plan import gpu_arg, memory_args, memory_kwargs
+from calc.cli.plan import generic_util, gpu_arg, memory_args, memory_kwargs
 
 
 def add_commands(subparsers) -> None:
@@ -60,7 +60,7 @@ def cmd_fit(args) -> int:
         return 0
     print(
         f"{t.model}: fewest GPUs for {group(batch)} x {group(seq)} tokens "
-        f"(weights {args.weights}, KV {args.kv}, gpu_memory_utilization {args.util})"
+        f"(weights {args.weights}, KV {args.kv}, gpu_memory_utilization {generic_util(args)})"
     )
     rows = []
     for r in t.rows:

@@ -70,9 +70,10 @@ def memory_args(p, seq_required: bool) -> None:
     p.add_argument(
         "--util",
         type=_float,
-        default=0.9,
+        default=None,
         metavar="U",
-        help="gpu_memory_utilization in (0, 1] (default 0.9, as vLLM)",
+        help="gpu_memory_utilization in (0, 1] (default 0.9; with --engine, the release's own: "
+        "0.92 from vLLM 0.20)",
     )
     p.add_argument(
         "--reserve-gib",
@@ -97,6 +98,13 @@ def memory_args(p, seq_required: bool) -> None:
     )
 
 
+def generic_util(args) -> float:
+    """--util, or the generic plan's default (vLLM's 0.9 before 0.20)."""
+    from calc.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
+
+    return DEFAULT_GPU_MEMORY_UTILIZATION if args.util is None else args.util
+
+
 def memory_kwargs(args) -> dict:
     reserve = None if args.reserve_gib is None else args.reserve_gib * GIB
     if reserve is not None:
@@ -109,7 +117,7 @@ def memory_kwargs(args) -> dict:
         weight_dtype=args.weights,
         kv_dtype=args.kv,
         group_size=args.group_size,
-        gpu_memory_utilization=args.util,
+        gpu_memory_utilization=generic_util(args),
         runtime_reserve_bytes=reserve,
         max_num_batched_tokens=args.max_batched_tokens,
         block_size=args.block_size,

@@ -152,7 +152,7 @@ def engine_settings(args, spec) -> dict:
         )
     else:
         for flag, val, default in (
-            ("--util", args.util, 0.9),
+            ("--util", args.util, None),
             ("--block-size", args.block_size, 16),
             ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
             ("--max-num-seqs", args.max_num_seqs, None),

@@ -117,7 +117,7 @@ class VllmConfig(EngineConfig):
     max_num_batched_tokens: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0)
     enforce_eager: bool = False
-    cudagraph_memory_gib: float = Field(default=0.0, ge=0)  # subtracted from 0.20 on
+    cudagraph_memory_gib: float | None = Field(default=None, ge=0)  # from 0.20; None: estimate
     enable_chunked_prefill: bool = True
     disable_hybrid_kv_cache_manager: bool = False
     # the environment variable VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.11.0: off)

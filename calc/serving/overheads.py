@@ -34,8 +34,13 @@ CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
 # for each, then takes max over modes of the first capture + sum over modes of
 # (graphs in the mode - 1) x max(the second capture, 1 MiB). Both samples are the CUDA driver's
 # and the graph pool's allocations on that GPU, which vLLM's source does not fix: kvcalc keeps
-# the user-given EngineConfig.cudagraph_memory_gib (default 0; vLLM logs "Estimated CUDA graph
-# memory: X GiB total", or the "Graph capturing finished ... took X GiB" of an earlier start).
+# the user-given EngineConfig.cudagraph_memory_gib (vLLM logs "Estimated CUDA graph memory: X GiB
+# total", or the "Graph capturing finished ... took X GiB" of an earlier start). Unset, kvcalc
+# takes CUDAGRAPH_ESTIMATE_GIB: a calibration, not first principles — the median of the estimates
+# vLLM 0.19.0 logged in llm-d-planner's 43 H100 runs (tests/fixtures/engine_runs/llmd-planner.json,
+# 0.49 - 1.69 GiB; TP 1 - 4, dense, MoE, MLA, quantized, multimodal), each the same measurement
+# 0.20 subtracts.
+CUDAGRAPH_ESTIMATE_GIB = 0.84
 # From these releases vLLM's non-torch term is only what the profile run added to the memory
 # outside torch, counted from a snapshot taken before it (vllm/utils.py memory_profiling with a
 # baseline; the worker's "non_torch_memory takes X GiB"): the CUDA context and whatever else was
@@ -279,5 +284,6 @@ def overheads(spec, config, wd, calibration, hw=None):
         act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd), hw) or act
     cg = 0
     if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
-        cg = int(config.cudagraph_memory_gib * GIB)
+        given = config.cudagraph_memory_gib
+        cg = int((CUDAGRAPH_ESTIMATE_GIB if given is None else given) * GIB)
     return act, vllm_non_torch_bytes(config), cg
