@@ -189,3 +189,12 @@ def test_kind_model_decodes_sparsely_in_the_kv_check(monkeypatch):
     rows = checks.check_kv(spec, spec, "cpu", "fp32", max_params=1 << 22)
     assert [r.label for r in rows if not r.passed] == [rows[-1].label]
     assert rows[-1].label.startswith("cached decode = full forward")
+
+
+def test_per_tensor_bytes_for_cuda_rounding_are_the_three_cache_tensors():
+    small = reduce.kv_spec(kinds.kind_spec("kind-deepseek-v32"), 1 << 22)
+    cache = build_decoder(small).new_cache(2, 64)
+    measured = [t.untyped_storage().nbytes() for t in cache.tensors()]
+    # per layer: latent 32, rope key 8, indexer key 16; batch 2 x 64 tokens x fp32
+    assert measured == [2 * 64 * e * 4 for e in (32, 8, 16)] * small.num_hidden_layers
+    assert checks.predicted_tensor_bytes(small, 64, 2, "fp32") == measured
