@@ -1,6 +1,7 @@
 """The reference modules of the new layer kinds (MLA, chunked/sliding caches, Gated DeltaNet,
-MoE with shared experts) against arithmetic written out here, real tensor bytes, FlopCounterMode
-and transformers' own delta rule; kvcalc is then compared with the same measurements, and specs
+MoE with shared experts; DeepSeek-V3.2's indexer also in tests/test_validate_indexer.py) against
+arithmetic written out here, real tensor bytes, FlopCounterMode and transformers' own delta
+rule; kvcalc is then compared with the same measurements, and specs
 with a wrong field must fail the checks.
 """
 
@@ -245,6 +246,7 @@ def _failed(rows) -> list[str]:
         ("kind-gpt-oss", dict(sliding_window=8)),
         ("kind-qwen3-next", dict(linear_conv_kernel_dim=3)),
         ("kind-qwen3-next", dict(linear_value_head_dim=16)),
+        ("kind-deepseek-v32", dict(index_head_dim=24)),  # the indexer key: 16 per token
     ],
 )
 def test_a_wrong_field_fails_the_kv_check(name, wrong):
@@ -263,6 +265,17 @@ def test_a_wrong_mla_rank_fails_params_and_flops():
     assert "attn/kv" in _failed(checks.check_params(spec, claim))
     rows = checks.check_flops(spec, claim, (16,))
     assert any("MLA absorbed" in label for label in _failed(rows))
+
+
+def test_a_wrong_indexer_claim_fails_params_and_flops():
+    spec = kinds.kind_spec("kind-deepseek-v32")  # 4 index heads of 16, top-32
+    rows = checks.check_params(spec, spec.replace(index_head_dim=24))
+    assert _failed(rows) == ["attn/indexer", "total"]
+    rows = checks.check_flops(spec, spec.replace(index_head_dim=24), (16, 100))
+    assert len(_failed(rows)) == 3  # both prefills and the decode step
+    # top-k only changes the keys MLA reads while decoding past it (the prefill is dense)
+    rows = checks.check_flops(spec, spec.replace(index_topk=64), (16, 100))
+    assert _failed(rows) == ["decode step at context 101 (MLA absorbed)"]
 
 
 def test_every_kind_model_passes_params_and_flops():

@@ -6,7 +6,8 @@ with kvcalc evaluated on `claim` (the same spec, unless a test passes a wrong on
    runs SDPA as its math decomposition, which counts), full mask, vs `forward_flops_prefill(
    causal=False)` and `forward_flops_decode`. Exact. MLA decodes against its latent cache in
    the absorbed form, so its decode step is predicted with `attention_flops_decode(...,
-   mla_absorbed=True)` in place of forward_flops_decode's naive attention term.
+   mla_absorbed=True)` in place of forward_flops_decode's naive attention term (DeepSeek-V3.2:
+   over the index_topk latents its indexer picks, plus the indexer's scoring of every key).
 3. kv_cache (calc/validate/checks_kv.py): prefill then decode on the device at full attention width and reduced depth;
    bytes of the cache tensors vs `kv_cache_bytes(convention="engine")`, in all and per layer
    kind (linear attention: its state, vs `state_bytes_per_sequence`). Exact (CUDA: after
@@ -105,12 +106,16 @@ def _decode_row(claim: ModelSpec, context: int, measured: int, mla: bool) -> Che
         return _flop_row(label, predicted, measured)
     absorbed = calc.forward_flops_decode(claim, context, mla_absorbed=True)
     row = _flop_row(label + " (MLA absorbed)", absorbed, measured)
-    return row.model_copy(
-        update={
-            "note": "latent cache, absorbed decode: forward_flops_decode(mla_absorbed=True); "
-            f"the naive per-head form would be {predicted:,}"
-        }
+    note = (
+        "latent cache, absorbed decode: forward_flops_decode(mla_absorbed=True); "
+        f"the naive per-head form would be {predicted:,}"
     )
+    if "indexed_attention" in claim.attention_counts:
+        note += (
+            f"; indexed: the indexer scores all {context:,} keys, MLA reads the "
+            f"{min(context, claim.index_topk):,} it picks"
+        )
+    return row.model_copy(update={"note": note})
 
 
 def _flop_row(label: str, predicted: int, measured: int) -> Check:

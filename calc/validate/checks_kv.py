@@ -1,6 +1,7 @@
 """Check 3, the KV cache: prefill then decode on the device at full attention width and reduced
 depth; bytes of the cache tensors vs `kv_cache_bytes(convention="engine")`, in all and per layer
-kind (linear attention: its state, vs `state_bytes_per_sequence`). Exact (CUDA: after 512-byte
+kind (linear attention: its state, vs `state_bytes_per_sequence`; indexed attention: the MLA
+latent plus the indexer key). Exact (CUDA: after 512-byte
 block rounding). The cached decode must also reproduce a full forward's logits."""
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
         )
         predicted = group.get(kind, 0) * at_l.attention_counts.get(kind, 0)
         what = "MLA latent" if small.is_mla and kind != "linear_attention" else kind
+        if kind == "indexed_attention":
+            what = "MLA latent + indexer key"
         rows.append(
             Check(
                 check="kv_cache",
@@ -166,8 +169,9 @@ def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
 
 def predicted_tensor_bytes(spec: ModelSpec, total: int, batch: int, dtype: str) -> list[int]:
     """Bytes of each cache tensor the reference decoder allocates, layer by layer, as kvcalc's
-    per-layer bytes split by the kind's two tensors (GQA: K and V halves; MLA: latent and rope
-    key; linear: conv and recurrent state). For per-tensor allocator rounding on CUDA."""
+    per-layer bytes split by the kind's tensors (GQA: K and V halves; MLA: latent and rope
+    key; indexed: latent, rope key and indexer key; linear: conv and recurrent state). For
+    per-tensor allocator rounding on CUDA."""
     from calc.layers import KINDS
     from calc.layers import Linear as LinearKind
 
@@ -178,6 +182,10 @@ def predicted_tensor_bytes(spec: ModelSpec, total: int, batch: int, dtype: str) 
             conv = LinearKind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
             state = KINDS[kind].state_elems(spec, "engine")
             split = b * conv // state
+        elif kind == "indexed_attention":
+            parts = (spec.kv_lora_rank, spec.qk_rope_head_dim, spec.index_head_dim)
+            out += [b * e // sum(parts) for e in parts]
+            continue
         elif spec.is_mla:
             split = b * spec.kv_lora_rank // (spec.kv_lora_rank + spec.qk_rope_head_dim)
         else:

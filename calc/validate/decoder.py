@@ -10,8 +10,9 @@ Covers every architecture among the presets:
   `spec.mlp_types` marks sparse (DeepSeek's first dense layers stay dense);
 - per layer, `spec.attention_types`: full and sliding (a ring of `window` slots) and chunked
   (Llama 4) GQA with q/k norms, sinks and an output gate (`attention.GQAAttention`), MLA
-  (`mla.MLAAttention`, latent cache) and Gated-DeltaNet linear attention
-  (`deltanet.GatedDeltaNet`, a constant state).
+  (`mla.MLAAttention`, latent cache), MLA with DeepSeek-V3.2's lightning indexer
+  (`indexer.IndexedMLAAttention`, latent + indexer key cache, top-k sparse attention) and
+  Gated-DeltaNet linear attention (`deltanet.GatedDeltaNet`, a constant state).
 
 Parameter names map onto `calc.params.COMPONENTS` through `component_of` (W_q -> "attn/q",
 W_k/W_v -> "attn/kv", ...), so `numel` per component can be compared with `param_breakdown`.
@@ -29,6 +30,7 @@ from torch import nn
 from calc.spec import ModelSpec
 from calc.validate.attention import GQAAttention, KVCache
 from calc.validate.deltanet import GatedDeltaNet
+from calc.validate.indexer import IndexedMLAAttention
 from calc.validate.mla import MLAAttention
 from calc.validate.mlp import MLP, MoE
 
@@ -46,6 +48,8 @@ def make_attention(spec: ModelSpec, kind: str) -> nn.Module:
     """One layer's attention module for a layer type of `spec.attention_types`."""
     if kind == "linear_attention":
         return GatedDeltaNet(spec)
+    if kind == "indexed_attention":  # DeepSeek-V3.2: MLA + the lightning indexer
+        return IndexedMLAAttention(spec)
     if spec.is_mla:
         if kind == "chunked_attention":
             raise ValueError("'spec' must not combine MLA with chunked attention layers")
@@ -171,6 +175,8 @@ def component_of(param_name: str) -> str:
         return _PARAM_COMPONENT[parts[-1]]
     if owner in _LEAF_COMPONENT:
         return _LEAF_COMPONENT[owner]
+    if "indexer" in parts:  # V3.2's wq_b, wk, weights_proj and its k_norm (weight and bias)
+        return "attn/indexer"
     if owner.endswith("norm"):  # block norms, q/k norms, MLA's latent norms, DeltaNet's out_norm
         return "norm"
     if "shared_experts" in parts:

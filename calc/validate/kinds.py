@@ -21,6 +21,16 @@ CONFIGS: dict[str, dict] = {
         topk_group=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
         v_head_dim=16,
     ),
+    # DeepSeek-V3.2: kind-deepseek-v3's MLA and MoE plus the lightning indexer (4 index heads
+    # of 16, a key cache of 16 per token); index_topk 32 is below check_kv's 48-token prefill, so
+    # the later prefill queries and every decoded token attend to a strict subset of the keys
+    "kind-deepseek-v32": dict(
+        model_type="deepseek_v32", num_hidden_layers=3, hidden_size=128, num_attention_heads=8,
+        intermediate_size=256, moe_intermediate_size=64, vocab_size=512, n_routed_experts=8,
+        num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+        topk_group=1, q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+        v_head_dim=16, index_n_heads=4, index_head_dim=16, index_topk=32,
+    ),
     # MLA with a full-rank q_proj (DeepSeek-V2-Lite)
     "kind-deepseek-v2-lite": dict(
         model_type="deepseek_v2", num_hidden_layers=2, hidden_size=128, num_attention_heads=8,

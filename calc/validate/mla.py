@@ -76,17 +76,30 @@ class MLAAttention(nn.Module):
     def _q(self, x: torch.Tensor) -> torch.Tensor:
         if hasattr(self, "q_proj"):
             return self.q_proj(x)
-        return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        return self.q_b_proj(self.q_latent(x))
+
+    def q_latent(self, x: torch.Tensor) -> torch.Tensor:
+        """The normed query latent [B, n, q_lora_rank] (V3.2's indexer reads it too)."""
+        return self.q_a_layernorm(self.q_a_proj(x))
+
+    def heads(self, q: torch.Tensor) -> torch.Tensor:
+        """[B, n, H * dqk] -> [B, H, n, dqk]."""
+        B, n, _ = q.shape
+        return q.view(B, n, self.n_heads, self.nope + self.rope).transpose(1, 2)
+
+    def latent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The normed latent c [B, n, rank] and the shared rope key [B, 1, n, rope]."""
+        c, k_rope = self.kv_a_proj_with_mqa(x).split([self.rank, self.rope], dim=-1)
+        return self.kv_a_layernorm(c), k_rope[:, None]
 
     def forward(self, x, cache: LayerKVCache | None = None, *, path="materialized", causal=True):
         if path not in PATHS:
             raise ValueError(f"'path' must be one of {', '.join(PATHS)}: got {path!r}")
         B, n, _ = x.shape
-        H = self.n_heads
-        q = self._q(x).view(B, n, H, self.nope + self.rope).transpose(1, 2)  # [B, H, n, dqk]
-        c, k_rope = self.kv_a_proj_with_mqa(x).split([self.rank, self.rope], dim=-1)
-        c = self.kv_a_layernorm(c)  # [B, n, rank]: what the latent cache stores
-        k_rope = k_rope[:, None]  # [B, 1, n, rope]: one key shared by every head
+        q = self.heads(self._q(x))  # [B, H, n, dqk]
+        # c [B, n, rank]: what the latent cache stores; k_rope [B, 1, n, rope]: one key shared
+        # by every head
+        c, k_rope = self.latent(x)
         decoding = cache is not None and cache.length
         if decoding and n != 1:
             raise ValueError(f"'x' must hold 1 token when the cache is filled: got {n}")
@@ -95,9 +108,7 @@ class MLAAttention(nn.Module):
             return self.o_proj(self._absorbed(q, c_all, r_all))
         if cache is not None and not decoding and self.cache_kind == "latent":
             cache.prefill(c[:, None], k_rope)
-        kv = self.kv_b_proj(c).view(B, n, H, self.nope + self.dv).transpose(1, 2)
-        k_nope, v = kv.split([self.nope, self.dv], dim=-1)
-        k = torch.cat([k_nope, k_rope.expand(B, H, n, self.rope)], dim=-1)  # [B, H, n, dqk]
+        k, v = self.expand(c, k_rope)
         mask = None
         if decoding:  # expanded cache: per-head K and V
             k, v = cache.append(k, v)
@@ -105,6 +116,20 @@ class MLAAttention(nn.Module):
             if cache is not None and self.cache_kind == "expanded":
                 cache.prefill(k, v)
             mask = attention_mask(n, causal, self.window, None, x.device)
+        return self.o_proj(self.dense(q, k, v, mask, path))
+
+    def expand(self, c, k_rope) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head K [B, H, n, nope + rope] and V [B, H, n, v] from the latent (kv_b_proj)."""
+        B, n, _ = c.shape
+        H = self.n_heads
+        kv = self.kv_b_proj(c).view(B, n, H, self.nope + self.dv).transpose(1, 2)
+        k_nope, v = kv.split([self.nope, self.dv], dim=-1)
+        return torch.cat([k_nope, k_rope.expand(B, H, n, self.rope)], dim=-1), v
+
+    def dense(self, q, k, v, mask, path) -> torch.Tensor:
+        """Naive attention over every key, `mask` (True = visible) broadcast over [B, H, n, t];
+        [B, n, H * v]."""
+        B, H, n, _ = q.shape
         if path == "fused":
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
         else:
@@ -112,7 +137,7 @@ class MLAAttention(nn.Module):
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             out = torch.matmul(torch.softmax(scores, dim=-1), v)  # [B, H, n, v]
-        return self.o_proj(out.transpose(1, 2).reshape(B, n, H * self.dv))
+        return out.transpose(1, 2).reshape(B, n, H * self.dv)
 
     def _absorbed(self, q, c_all, r_all) -> torch.Tensor:
         """One token against the latent cache, in the latent space; [B, 1, H * v]."""

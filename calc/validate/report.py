@@ -21,10 +21,12 @@ attention with separate W_q/W_k/W_v/W_o and a static KV cache, and the block, no
 MoE kinds of every preset), measures them, and compares with kvcalc's functions. Per layer
 type it builds full, sliding (a ring of `window` slots) or chunked (a ring of `chunk` slots)
 GQA, MLA (`mla.py`: latent cache of kv_lora_rank + qk_rope_head_dim per token, absorbed
-decode), or Gated-DeltaNet linear attention (`deltanet.py`: recurrent delta rule, conv state of
-K - 1 columns + nv x dk x dv state); MoE layers with shared experts, their gate and router
-biases (`mlp.py`). The `kind-*` models are small specs built with `from_hf_config` from
-config dicts of the families no preset has yet (`calc/validate/kinds.py`):
+decode), MLA with DeepSeek-V3.2's lightning indexer (`indexer.py`: the indexer key of
+index_head_dim cached per token too; the indexer scores every earlier key, MLA attends to the
+index_topk it picks), or Gated-DeltaNet linear attention (`deltanet.py`: recurrent delta rule,
+conv state of K - 1 columns + nv x dk x dv state); MoE layers with shared experts, their gate
+and router biases (`mlp.py`). The `kind-*` models are small specs built with `from_hf_config`
+from config dicts of the families no preset has yet (`calc/validate/kinds.py`):
 
 | check | measured with | kvcalc function | model size |
 |---|---|---|---|

@@ -174,6 +174,8 @@ def _geometry(s: ModelSpec) -> str:
         )
     elif set(kinds) - {"linear_attention"}:
         parts.append(f"H={s.num_attention_heads}, G={s.n_kv_heads}, head_dim={s.head_dim}")
+    if "indexed_attention" in kinds:
+        parts.append(f"indexer {s.index_n_heads} heads x {s.index_head_dim}, top-{s.index_topk}")
     if "linear_attention" in kinds:
         parts.append(
             f"linear heads {s.linear_num_key_heads}/{s.linear_num_value_heads} x "
