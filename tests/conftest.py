@@ -35,3 +35,22 @@ TOY_GQA = ModelSpec(
     intermediate_size=128,
     vocab_size=97,
 )
+
+
+# the figures calc.plan and a calc.sweep_plans row both report (test_plan_sweep, test_plan_unified)
+PLAN_COLUMNS = [
+    "output_tokens",
+    "weight_bytes",
+    "activation_bytes",
+    "reserve_bytes",
+    "kv_budget_bytes",
+    "kv_blocks",
+    "kv_tokens",
+    "max_concurrent_seqs",
+    "fits",
+    "shortfall_bytes",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "tokens_per_s_total",
+]

@@ -3,28 +3,14 @@
 import math
 
 import pytest
+from conftest import PLAN_COLUMNS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calc.plan import default_output_tokens, plan
 from calc.plan_sweep import sweep_plans
 
-COMPARED = [
-    "output_tokens",
-    "weight_bytes",
-    "activation_bytes",
-    "reserve_bytes",
-    "kv_budget_bytes",
-    "kv_blocks",
-    "kv_tokens",
-    "max_concurrent_seqs",
-    "fits",
-    "shortfall_bytes",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "tokens_per_s_total",
-]
+COMPARED = PLAN_COLUMNS
 
 
 def _same(a, b) -> bool:

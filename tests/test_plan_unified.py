@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import PLAN_COLUMNS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,22 +38,7 @@ GENERIC_MODELS = [
     "qwen2-7b",
 ]
 GPUS = ["a100-80gb", "h100-sxm", "l4", "rtx-4090", "mi300x"]
-SWEEP_COLUMNS = [
-    "output_tokens",
-    "weight_bytes",
-    "activation_bytes",
-    "reserve_bytes",
-    "kv_budget_bytes",
-    "kv_blocks",
-    "kv_tokens",
-    "max_concurrent_seqs",
-    "fits",
-    "shortfall_bytes",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "tokens_per_s_total",
-]
+SWEEP_COLUMNS = PLAN_COLUMNS
 
 
 def _same(a, b) -> bool:
