@@ -151,3 +151,28 @@ def test_mixed_schemes_in_one_fused_module_are_refused():
     spec = ModelSpec(**spec.model_dump(exclude={"quantization"}), quantization=q)
     with pytest.raises(ValueError, match="'quantization_config' must give every part"):
         engine_plan(spec, "h100-sxm", max_model_len=8192)
+
+
+def test_kernel_choice_by_gpu():
+    # CompressedTensorsW8A8Fp8.get_min_capability is 89 (below it vLLM serves fp8 weights with
+    # the weight-only W8A16 Marlin scheme, not written out: None); W8A8Int8's is 75
+    fp8 = _spec("qwen2.5-7b", "redhatai-qwen2.5-7b-instruct-fp8-dynamic.json", "bf16")
+    int8 = _spec("qwen2.5-7b", "redhatai-qwen2.5-7b-instruct-quantized.w8a8.json", "bf16")
+    kw = dict(widths=1, act_bytes=2, in_full=3584, row_parallel=True)
+    assert vllm_linear_tensors(fp8.quantization.scheme, 3584, 3584, capability=(9, 0), **kw) == [
+        3584 * 3584,
+        3584 * 4,
+    ]
+    assert vllm_linear_tensors(fp8.quantization.scheme, 3584, 3584, capability=(8, 0), **kw) is None
+    assert vllm_linear_tensors(int8.quantization.scheme, 3584, 3584, capability=(8, 0), **kw) == [
+        3584 * 3584,
+        3584 * 4,
+    ]
+    # Machete refuses act order when the input is split (machete.py can_implement): Marlin then
+    g = parse_quantization_config(
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": True},
+        dtype="fp16",
+    ).scheme
+    row = dict(widths=1, act_bytes=2, in_full=14336, row_parallel=True, capability=(9, 0))
+    assert vllm_linear_tensors(g, 4096, 7168, **row) is None
+    assert vllm_linear_tensors(g, 4096, 14336, **row) is not None

@@ -25,10 +25,10 @@ GPTQ (`quant_method: gptq`, 4 / 8-bit symmetric): vLLM serves it through gptq_ma
 ("The model is convertible to gptq_marlin during runtime", quantization/gptq_marlin.py
 override_quantization_method). GPTQMarlinLinearMethod.create_weights: `qweight` int32
 [in / pack, out] (pack = 32 / bits), `g_idx` int32 [in] (always, act order or not), `qzeros` int32
-[in / group, out / pack] and `scales` [in / group, out] in the model dtype; a row-parallel layer
-with act order keeps every group's scales on every rank (marlin_repeat_scales_on_all_ranks: the
-full input's groups). On Hopper (compute capability 9.0) and a group size Machete supports,
-choose_mp_linear_kernel picks MacheteLinearKernel (the logs say "Using MacheteLinearKernel for
+[in / group, out / pack] and `scales` [in / group, out] in the model dtype; with act order, or
+channelwise on a row-parallel layer, every rank keeps the full input's groups
+(marlin_repeat_scales_on_all_ranks). On Hopper (compute capability 9.0), a group size Machete
+supports and no act order on a split input, choose_mp_linear_kernel picks MacheteLinearKernel (the logs say "Using MacheteLinearKernel for
 GPTQMarlinLinearMethod"); its process_weights_after_loading (kernels/linear/mixed_precision/
 machete.py) replaces qweight with machete_prepack_B of a contiguous copy (same element count:
 its fake returns empty_like), keeps scales (already contiguous), leaves qzeros and g_idx
@@ -42,13 +42,23 @@ from calc.quant.config import QuantScheme
 
 FP32 = 4
 INT32 = 4
+# compressed_tensors_w8a8_*.py get_min_capability: int8 75, fp8 89 (below, vLLM picks the
+# weight-only W8A16 schemes); the fp8 kernel list (kernels/linear/__init__.py) puts Marlin FP8
+# (below 8.9 only) and FlashInfer (10.0 and up) before Cutlass, so Cutlass is 8.9 - 9.x's
+W8A8_INT8_MIN, W8A8_FP8, FP8_NEXT = (7, 5), (8, 9), (10, 0)
 MACHETE_CAPABILITY = (9, 0)  # MacheteLinearKernel.can_implement: is_device_capability(90)
 MACHETE_BLOCK = (128, 64)  # machete_utils.MACHETE_PREPACKED_BLOCK_SHAPE: in % 128, out % 64
 
 
-def _w8a8(s: QuantScheme, out: int, inp: int, widths: int, act_bytes: int) -> list[int] | None:
+def _w8a8(s: QuantScheme, out: int, inp: int, widths: int, cc) -> list[int] | None:
     if s.bits != 8 or s.input_bits != 8 or s.strategy not in ("channel", "tensor"):
         return None
+    if (
+        cc is None
+        or cc < W8A8_INT8_MIN
+        or (s.layout == "ct-float" and not W8A8_FP8 <= cc < FP8_NEXT)
+    ):
+        return None  # other schemes / kernels (W8A16 Marlin, FlashInfer on Blackwell)
     if s.layout == "ct-float" and (s.strategy != "channel" or s.input_scale is not None):
         return None  # fp8 TENSOR requantization / static fp8 activations: not written out
     if s.input_scale not in (None, "tensor"):
@@ -75,11 +85,15 @@ def w8a8_after_load(s: QuantScheme, out: int, widths: int) -> list[int]:
     return extra
 
 
-def machete_ok(s: QuantScheme, out: int, inp: int, capability: tuple[int, int] | None) -> bool:
-    """Whether vLLM 0.19.0 serves this GPTQ layer with MacheteLinearKernel."""
+def machete_ok(
+    s: QuantScheme, out: int, inp: int, in_full: int, capability: tuple[int, int] | None
+) -> bool:
+    """Whether vLLM 0.19.0 serves this GPTQ layer with MacheteLinearKernel (can_implement: no
+    act order on a split input, a supported group size, a prepack-aligned shape)."""
     return (
         capability == MACHETE_CAPABILITY
-        and s.group_size in (None, 128)  # query_machete_supported_group_sizes (16-bit acts)
+        and not (s.act_order and inp != in_full)
+        and s.group_size in (None, 64, 128)  # query_machete_supported_group_sizes, 16-bit
         and inp % MACHETE_BLOCK[0] == 0
         and out % MACHETE_BLOCK[1] == 0
     )
@@ -91,8 +105,10 @@ def _gptq(
     if s.bits not in (4, 8) or not s.symmetric:
         return None
     pack = 32 // s.bits
-    g = s.group_size or in_full  # group_size -1: one group over the whole input
-    if s.act_order and row and s.group_size is not None:  # marlin_repeat_scales_on_all_ranks
+    g = s.group_size or in_full  # group_size -1: one group over the whole (unsplit) input
+    # marlin_repeat_scales_on_all_ranks (quantization/utils/marlin_utils.py): act order, or
+    # channelwise and row-parallel, keeps the full input's groups on every rank
+    if s.act_order or (s.group_size is None and row):
         groups = in_full // g
     else:
         groups = inp // g
@@ -119,9 +135,9 @@ def vllm_linear_tensors(
     `inp` after the split; `widths` the fused shards; `in_full` the unsplit input), bias not
     included; None where the scheme's vLLM path is not written out (module docstring)."""
     if s.layout in ("ct-int", "ct-float"):
-        return _w8a8(s, out, inp, widths, act_bytes)
+        return _w8a8(s, out, inp, widths, capability)
     if s.layout == "gptq":
-        if not machete_ok(s, out, inp, capability):
+        if not machete_ok(s, out, inp, in_full, capability):
             return None
         return _gptq(s, out, inp, in_full, row_parallel, act_bytes)
     return None
