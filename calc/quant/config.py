@@ -116,6 +116,9 @@ class QuantScheme(BaseModel):
     input_scale: Strategy | None = None  # static activation scales stored per linear
     input_symmetric: bool = True  # False: an input zero point is stored too
     input_global_scale: bool = False  # NVFP4 activations: one fp32 global input scale
+    # bits of quantized activations (compressed-tensors input_activations.num_bits, static or
+    # dynamic); None: weight-only. Engines pick their kernels by it (vLLM: W8A8 vs WNA16).
+    input_bits: int | None = Field(default=None, gt=0, le=16)
     targets: tuple[str, ...] = ("Linear",)  # compressed-tensors: modules this scheme covers
 
     @model_validator(mode="after")

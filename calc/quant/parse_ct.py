@@ -96,13 +96,14 @@ def _scheme(f: Fields, name: str, group: dict, fmt: str | None, dtype: str) -> Q
     scale = "fp8_e4m3" if layout == "ct-nvfp4" else "e8m0" if layout == "ct-mxfp4" else scale
     zp = w["zp_dtype"] or ("int8" if w["type"] == "int" else "fp8_e4m3")
     a = group.get("input_activations")
-    inp, in_sym, in_global = None, True, False
+    inp, in_sym, in_global, in_bits = None, True, False, None
     if a is not None:
         a = _args(f, f"{where}.input_activations", a)
+        in_bits, in_sym = a["num_bits"], a["symmetric"]  # (dynamic: no zero point stored)
         if a["strategy"] == "tensor_group":  # NVFP4 activations: fp32 global, local dynamic
             in_global = True
         elif a["dynamic"] is False:  # static: scales stored (dynamic: computed per token)
-            inp, in_sym = a["strategy"], a["symmetric"]
+            inp = a["strategy"]
             if inp not in ("tensor", "channel"):
                 raise f.fail(f"{where}.input_activations.strategy", "must be tensor or channel")
     if group.get("output_activations") is not None:
@@ -124,6 +125,7 @@ def _scheme(f: Fields, name: str, group: dict, fmt: str | None, dtype: str) -> Q
         input_scale=inp,
         input_symmetric=in_sym,
         input_global_scale=in_global,
+        input_bits=in_bits,
         targets=tuple(targets),
     )
 

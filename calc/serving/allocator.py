@@ -30,7 +30,7 @@ blocks of one size).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 MIN_BLOCK = 512  # kMinBlockSize
@@ -148,13 +148,42 @@ def attention_scalars(version: tuple[int, ...]) -> int:
     return 4 if version >= (0, 7, 0) else 0
 
 
-def _layer_tensors(spec, layer: int, tp: int, ep: int) -> tuple[list[int], list[int]]:
-    """(attention tensors, the rest) of one decoder layer on one rank, in parameters."""
+class LinearAlloc(NamedTuple):
+    """The tensors a quantized linear's quant method makes on one rank (calc.serving.
+    quant_tensors), bias excluded: `tensors` at construction, in order; `repacked` the indices
+    of those process_weights_after_loading replaces by a new tensor of the same size made from
+    a contiguous copy (Machete's prepack: copy, new, copy freed, old freed); `kept` what it
+    allocates after loading and keeps (azp_adj, a permutation)."""
+
+    tensors: tuple[int, ...]
+    repacked: tuple[int, ...] = ()
+    kept: tuple[int, ...] = ()
+
+
+# a linear's fused group on one rank -> its LinearAlloc, or None to keep it in the model dtype
+QuantTensors = Callable[[str, list, int, int], "LinearAlloc | None"]
+
+
+def _rank_shape(lins, w: int, tp: int) -> tuple[int, int]:
+    """(out, in) of a fused group's weight on one rank: row-parallel layers split the input."""
+    from calc.serving.shard_layers import ROW_PARALLEL
+
+    name = lins[0].module.rsplit(".", 1)[-1]
+    inp = lins[0].in_features // tp if name in ROW_PARALLEL else lins[0].in_features
+    return w // inp, inp
+
+
+def _layer_tensors(
+    spec, layer: int, tp: int, ep: int, dtype_bytes: int, quant: QuantTensors | None = None
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(attention tensors, the rest) of one decoder layer on one rank, in bytes, each tagged
+    "" (made at construction), "repack" (replaced after loading) or "kept" (made after
+    loading), in module order."""
     from calc.linears import _attention, _mlp
     from calc.serving.shard_layers import _matrix, layer_rank_params
 
     kind, mlp = spec.layer_kinds[layer]
-    groups: dict[str, list[int]] = {}  # name -> [weight, bias], in construction order
+    groups: dict[str, list] = {}  # name -> [weight, bias, linears], in construction order
     attn: list[str] = []
     for lin in _attention(spec, kind, 1, "") + _mlp(spec, mlp, 1, ""):
         path, name = lin.module.rsplit(".", 1)
@@ -165,15 +194,30 @@ def _layer_tensors(spec, layer: int, tp: int, ep: int) -> tuple[list[int], list[
         else:
             key = lin.module
         w = _matrix(spec, lin._replace(bias=False), tp, ep)
-        g = groups.setdefault(key, [0, 0])
+        g = groups.setdefault(key, [0, 0, []])
         g[0] += w
         g[1] += _matrix(spec, lin, tp, ep) - w
+        g[2].append(lin)
         if lin.component.startswith("attn") and key not in attn:
             attn.append(key)
+
+    def tensors(key: str) -> list[tuple[int, str]]:
+        w, b, lins = groups.pop(key)
+        alloc = quant(key, lins, *_rank_shape(lins, w, tp)) if quant is not None else None
+        if alloc is None:
+            out = [(w * dtype_bytes, "")]
+        else:
+            out = [
+                (n, "repack" if i in alloc.repacked else "") for i, n in enumerate(alloc.tensors)
+            ]
+        if b:
+            out.append((b * dtype_bytes, ""))
+        return out + [(n, "kept") for n in (alloc.kept if alloc is not None else ())]
+
     vectors = [n for k, n in layer_rank_params(spec, layer, tp, ep).items() if ":vectors" in k]
-    first = [n for k in attn for n in groups.pop(k) if n]
-    rest = [n for g in groups.values() for n in g if n] + vectors
-    return first, rest
+    first = [t for k in attn for t in tensors(k)]
+    rest = [t for k in list(groups) for t in tensors(k)] + [(n * dtype_bytes, "") for n in vectors]
+    return [t for t in first if t[0]], [t for t in rest if t[0]]
 
 
 def vllm_load_events(
@@ -188,22 +232,37 @@ def vllm_load_events(
     rope_bytes: int = 0,
     rope_elements: int = 0,
     scalars: int = 0,
+    quant: QuantTensors | None = None,
 ) -> list[int | Free]:
     """The requests (bytes) and frees vLLM makes building `layers` of one rank: `head` tensors
     (embedding, position table) first, `tail` (final norm, LM head) last, in bytes; the rotary
     table of `rope_elements` entries (`rope_bytes` in its dtype) in the first attention layer;
-    `scalars` fp32 scalars per attention layer (attention_scalars)."""
+    `scalars` fp32 scalars per attention layer (attention_scalars); `quant` the quantized
+    linears' tensors (LinearAlloc), whose after-loading steps follow the load, module by module
+    (process_weights_after_loading walks model.named_modules(): construction order)."""
     events: list[int | Free] = list(head)
     count = len(events)
     memo: dict = {}
+    post: list[tuple[int, str, int]] = []  # (request index or -1, kind, bytes)
     rope_done = not rope_elements
+
+    def add(entries) -> None:
+        nonlocal count
+        for n, tag in entries:
+            if tag == "kept":
+                post.append((-1, tag, n))
+                continue
+            if tag == "repack":
+                post.append((count, tag, n))
+            events.append(n)
+            count += 1
+
     for i in layers:
         k = spec.layer_kinds[i]
         if k not in memo:
-            memo[k] = _layer_tensors(spec, i, tp, ep)
+            memo[k] = _layer_tensors(spec, i, tp, ep, dtype_bytes, quant)
         attn, rest = memo[k]
-        events += [n * dtype_bytes for n in attn]
-        count += len(attn)
+        add(attn)
         if k[0] != "linear_attention":
             if not rope_done:
                 rope_done = True
@@ -212,11 +271,19 @@ def vllm_load_events(
                 )
             events += [4] * scalars
             count += scalars
-        events += [n * dtype_bytes for n in rest]
-        count += len(rest)
+        add(rest)
     if not rope_done:
-        _rope(events, count, spec.max_position_embeddings, rope_elements, rope_bytes)
-    return events + list(tail)
+        count = _rope(events, count, spec.max_position_embeddings, rope_elements, rope_bytes)
+    events += list(tail)
+    count += len(tail)
+    for index, tag, n in post:  # process_weights_after_loading, module by module
+        if tag == "kept":
+            events.append(n)
+            count += 1
+        else:  # a contiguous copy, the repacked tensor; the copy freed, then the original
+            events += [n, n, Free(count), Free(index)]
+            count += 2
+    return events
 
 
 def _rope(events: list, count: int, positions: int, elements: int, table: int) -> int:

@@ -14,6 +14,7 @@ Each check is one logged figure beside kvcalc's, with a verdict:
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from calc.serving.hardware import load_hardware
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository: fixtures are named from it
 NOT_MODELLED = {
     "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
 }
@@ -47,10 +49,13 @@ def case_spec(case: dict) -> ModelSpec | None:
             spec = ModelSpec(**(spec.model_dump() | case["preset_overrides"]))
     elif "model_config" in case:
         spec = ModelSpec(**case["model_config"])
+    if spec is not None and "quantization_config_file" in case:  # a committed fixture
+        path = ROOT / case["quantization_config_file"]
+        case = case | {"quantization_config": json.loads(path.read_text())["quantization_config"]}
     if spec is not None and "quantization_config" in case:  # the checkpoint's config.json
-        q = parse_quantization_config(
-            case["quantization_config"], dtype=case.get("torch_dtype", "bf16"), origin=case["id"]
-        )
+        # the dtype vLLM serves in: the case's torch_dtype, else its --dtype (weight_dtype)
+        dtype = case.get("torch_dtype", case.get("weight_dtype", "bf16"))
+        q = parse_quantization_config(case["quantization_config"], dtype=dtype, origin=case["id"])
         spec = ModelSpec(**spec.model_dump(exclude={"quantization"}), quantization=q)
     return spec
 

@@ -9,8 +9,12 @@ the rotary cos/sin cache in the model dtype, a tied table's second copy on the l
 rank. Pipeline ranks: the decoder layers' bytes are split by layer count, which is exact when
 every layer stores the same tensors (one layer kind, no layer-specific skip list, no MTP); other
 models are refused with pp > 1.
-But: vLLM's kernels may repack (Marlin for GPTQ / AWQ / MXFP4 on Hopper) without changing the
-byte count much; repacking padding is not modelled.
+vLLM, a checkpoint whose quantized layers all have a written-out vLLM path (compressed-tensors
+W8A8 int8 / fp8 channel, GPTQ through Machete on Hopper: calc.serving.quant_tensors): what vLLM
+allocates for each layer (fp32 scales, GPTQ's g_idx, Machete's prepack), through torch's caching
+allocator as for unquantized weights (calc.serving.allocator). Other schemes count the stored
+bytes: vLLM's repacks (Marlin for GPTQ / AWQ on other GPUs) and its padding are not modelled there
+(MXFP4's Marlin padding is: calc.serving.mxfp4).
 
 Runtime fp8 (vllm/model_executor/layers/quantization/fp8.py, Fp8LinearMethod /
 Fp8MoEMethod with is_checkpoint_fp8_serialized False): every LinearBase of the decoder layers
@@ -36,6 +40,7 @@ from calc.quant.config import dtype_bytes
 from calc.quant.sharding import stored_bytes_per_gpu
 from calc.quant.weights import _layer_specific
 from calc.serving.mxfp4 import vllm_mxfp4_layer_extra
+from calc.serving.quant_tensors import vllm_checkpoint_rank_bytes
 from calc.serving.shard_layers import (
     QUANTIZABLE,
     SPLIT_VECTORS,
@@ -166,9 +171,14 @@ def quantized_rank_bytes(
     runtime: str | None = None,
     base_dtype: str = "bf16",
     engine: str = "vllm",
+    vllm_version: tuple[int, ...] | None = None,
+    gpu: str = "",
 ) -> tuple[int, ...]:
     """Weight bytes on each pipeline rank: spec.quantization's checkpoint, or `runtime` ("fp8")
-    applied to an unquantized model stored in `base_dtype` (the engine picks the rope dtype)."""
+    applied to an unquantized model stored in `base_dtype` (the engine picks the rope dtype).
+    With `vllm_version`, a checkpoint whose quantized layers vLLM's path is written out for
+    (calc.serving.quant_tensors) counts what vLLM allocates on `gpu`, as torch's caching
+    allocator counts it; others their stored bytes."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = spec.quantization
     if q is None and runtime is None:
@@ -197,6 +207,18 @@ def quantized_rank_bytes(
     vision = vision_rank_bytes(spec, tp, base, "quantization" if q is None else "")
     kv_b = mla_kv_b_copy_bytes(spec, tp, 4 if base == 4 else 2) if _kv_b_quantized(spec) else 0
     mla = mla_layers_per_rank(spec, pp, partition)
+    if q is not None and runtime is None and engine == "vllm" and vllm_version is not None:
+        head = 0
+        if not spec.tie_word_embeddings:
+            head = _head(spec, tp, ep, rows, base)
+        elif pp > 1:
+            head = table
+        ends = ((table, pos), (final, head))
+        got = vllm_checkpoint_rank_bytes(
+            spec, tp, ep, split, base, ends, rope, vllm_version, gpu, vision
+        )
+        if got is not None:
+            return got
     out = []
     for r, b in enumerate(layers):
         b += rope + vision + mla[r] * kv_b
@@ -252,7 +274,8 @@ def plan_weights(
         )
     if spec.quantization is not None:  # the checkpoint's base dtype: activations, rope, KV
         wd = canonical_dtype(spec.quantization.dtype)
-    out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine)
+    version = config.version_tuple if engine == "vllm" else None
+    out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine, version, gpu)
     if engine == "vllm" and spec.quantization is not None and spec.quantization.method == "mxfp4":
         extra = vllm_mxfp4_layer_extra(spec, tp, ep, config.version_tuple, gpu)
         kinds, start = spec.mlp_types, 0
