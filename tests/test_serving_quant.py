@@ -192,3 +192,19 @@ def test_sglang_load_weight_line_is_the_quantized_checkpoints_bytes_in_gib():
     spec = resolve_model(FIX / "llama-3.1-8b-networks-bnb-int8" / "config.json")
     bnb = engine_plan(spec, "h100-sxm", "sglang", max_model_len=8192)
     assert bnb.weights_bytes == _plan(spec).weights_bytes
+
+
+def test_weight_dtype_is_the_engines_dtype_and_none_is_the_checkpoints():
+    """A quantized checkpoint's unquantized tensors load in vLLM's --dtype: unset ("auto"), the
+    config's torch_dtype (this fixture: float32); given, that dtype (never silently replaced)."""
+    spec = resolve_model(FIX / "llama-3.1-8b-networks-bnb-int8" / "config.json")
+    auto = engine_plan(spec, "h100-sxm", max_model_len=8192, available_kv_gib=10)
+    fp32 = engine_plan(
+        spec, "h100-sxm", max_model_len=8192, available_kv_gib=10, weight_dtype="fp32"
+    )
+    bf16 = engine_plan(
+        spec, "h100-sxm", max_model_len=8192, available_kv_gib=10, weight_dtype="bf16"
+    )
+    assert auto.weights_bytes == fp32.weights_bytes > bf16.weights_bytes
+    with pytest.raises(ValueError, match="'weight_dtype' int4"):
+        engine_plan(spec, "h100-sxm", max_model_len=8192, weight_dtype="int4")

@@ -53,9 +53,10 @@ def memory_args(p, seq_required: bool) -> None:
     p.add_argument(
         "--weights",
         type=dtype_arg,
-        default="bf16",
+        default=None,
         metavar="D",
-        help="weight dtype: fp32, bf16, fp16, fp8, int8, int4 (default bf16)",
+        help="weight dtype: fp32, bf16, fp16, fp8, int8, int4 (default bf16; with --engine, a "
+        "quantized checkpoint's torch_dtype)",
     )
     p.add_argument(
         "--kv", type=dtype_arg, default="bf16", metavar="D", help="KV-cache dtype (default bf16)"
@@ -114,7 +115,7 @@ def memory_kwargs(args) -> dict:
     return dict(
         seq_len=args.seq,
         batch=args.batch,
-        weight_dtype=args.weights,
+        weight_dtype=args.weights or "bf16",
         kv_dtype=args.kv,
         group_size=args.group_size,
         gpu_memory_utilization=generic_util(args),

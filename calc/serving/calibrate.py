@@ -47,7 +47,7 @@ def _kvcalc_value(plan, key):
     return getattr(plan, key, None)
 
 
-def calibrate(text: str, model, gpu, weight_dtype: str = "bf16", **settings) -> Calibration:
+def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings) -> Calibration:
     """Compare a log with kvcalc's derived plan for the same settings; learn the overheads."""
     settings = {k: v for k, v in settings.items() if v is not None}
     logged = parse_log(text)

@@ -107,7 +107,7 @@ def add_commands(subparsers) -> None:
         metavar="F",
         help="the run's gpu_memory_utilization (default: the log's, else 0.9)",
     )
-    p.add_argument("--weights", default="bf16", metavar="D")
+    p.add_argument("--weights", default=None, metavar="D", help="--dtype (default: auto)")
     p.add_argument("--out", default=None, metavar="FILE", help="save the calibration here")
 
 

@@ -20,7 +20,7 @@ GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "
 
 
 def engine_plan_grid(
-    model, gpu, engine: str = "vllm", *, weight_dtype="bf16", calibration=None, **settings
+    model, gpu, engine: str = "vllm", *, weight_dtype=None, calibration=None, **settings
 ):
     """Rows over the cartesian product of the list-valued GRID_AXES settings (C order, in the
     order given); available_kv_gib replaces the derivation of the available memory, as in

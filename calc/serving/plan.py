@@ -72,7 +72,7 @@ def prepare(
     *,
     config: VllmConfig | SglangConfig | None = None,
     calibration: dict | None = None,
-    weight_dtype: str = "bf16",
+    weight_dtype: str | None = None,
     **settings,
 ):
     """Everything a plan needs that no memory figure changes: the resolved config, the KV
@@ -118,11 +118,13 @@ def engine_plan(
     config: VllmConfig | SglangConfig | None = None,
     available_kv_gib: float | None = None,
     calibration: dict | None = None,
-    weight_dtype: str = "bf16",
+    weight_dtype: str | None = None,
     **settings,
 ) -> EnginePlan:
     """The start-up report of `engine` (its settings: EngineConfig's fields, or `config`;
-    pp_layer_partition: VLLM_PP_LAYER_PARTITION as a tuple)."""
+    pp_layer_partition: VLLM_PP_LAYER_PARTITION as a tuple). `weight_dtype`: the engine's
+    --dtype (bf16 / fp16 / fp32), or kvcalc's whole-model int8 / int4 / fp8 on an unquantized
+    checkpoint; None: a quantized checkpoint's torch_dtype, else bf16."""
     spec, hw, config, lay, weights, kd, wd, total = prepare(
         model,
         gpu,

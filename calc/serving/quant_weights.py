@@ -125,12 +125,12 @@ def fp8_layer_bytes(spec: ModelSpec, tp: int, ep: int, base: int) -> tuple[int, 
     return tuple(out)
 
 
-def _checkpoint_layers(spec: ModelSpec, tp: int, ep: int, split) -> tuple[int, ...]:
-    """Decoder-layer bytes of each pipeline rank for a quantized checkpoint: its stored bytes
-    on one GPU less the embedding, position table, LM head and final norm."""
-    q = spec.quantization
-    per = stored_bytes_per_gpu(spec, tp, ep)
-    final = norm_params(spec) * dtype_bytes(q.dtype) if spec.final_norm else 0
+def _checkpoint_layers(spec: ModelSpec, tp: int, ep: int, split, dtype: str) -> tuple[int, ...]:
+    """Decoder-layer bytes of each pipeline rank for a quantized checkpoint, its unquantized
+    tensors in `dtype`: its stored bytes on one GPU less the embedding, position table, LM head
+    and final norm."""
+    per = stored_bytes_per_gpu(spec, tp, ep, dtype)
+    final = norm_params(spec) * dtype_bytes(dtype) if spec.final_norm else 0
     outside = ("embed", "pos_embed", "lm_head")
     layers = sum(v for k, v in per.items() if k.split(":")[0] not in outside) - final
     L = spec.num_hidden_layers
@@ -138,12 +138,12 @@ def _checkpoint_layers(spec: ModelSpec, tp: int, ep: int, split) -> tuple[int, .
         whole, mine = layer_rank_params(spec, i, 1, 1), layer_rank_params(spec, i, tp, ep)
         for c in SPLIT_VECTORS:
             k = f"{c}:vectors"
-            layers -= (whole.get(k, 0) - mine.get(k, 0)) * dtype_bytes(q.dtype)
+            layers -= (whole.get(k, 0) - mine.get(k, 0)) * dtype_bytes(dtype)
     if len(split) == 1:
         return (layers,)
     shapes = {tuple(sorted(layer_rank_params(spec, i, 1, 1).items())) for i in range(L)}
     uniform = len(shapes) == 1 and not spec.include_mtp  # every layer the same tensors
-    if not uniform or _layer_specific(q):
+    if not uniform or _layer_specific(spec.quantization):
         raise ValueError(
             "pipeline parallelism with a quantized checkpoint whose layers store different "
             "tensors (mixed layer kinds, MTP, or a layer-specific skip list) is not modelled: "
@@ -174,8 +174,9 @@ def quantized_rank_bytes(
     vllm_version: tuple[int, ...] | None = None,
     gpu: str = "",
 ) -> tuple[int, ...]:
-    """Weight bytes on each pipeline rank: spec.quantization's checkpoint, or `runtime` ("fp8")
-    applied to an unquantized model stored in `base_dtype` (the engine picks the rope dtype).
+    """Weight bytes on each pipeline rank: spec.quantization's checkpoint (its unquantized tensors
+    in `base_dtype`, the engine's --dtype), or `runtime` ("fp8") applied to an unquantized model
+    stored in `base_dtype` (the engine picks the rope dtype).
     With `vllm_version`, a checkpoint whose quantized layers vLLM's path is written out for
     (calc.serving.quant_tensors) counts what vLLM allocates on `gpu`, as torch's caching
     allocator counts it; others their stored bytes."""
@@ -188,11 +189,11 @@ def quantized_rank_bytes(
             f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
             f"{spec.num_local_experts}"
         )
-    base = dtype_bytes(q.dtype if q is not None else base_dtype)
+    base = dtype_bytes(base_dtype)  # engine_plan passes the checkpoint's torch_dtype for "auto"
     h = spec.hidden_size
     split = pp_layer_split(spec.num_hidden_layers, pp, partition)
     if q is not None:
-        layers = _checkpoint_layers(spec, tp, ep, split)
+        layers = _checkpoint_layers(spec, tp, ep, split, base_dtype)
     else:
         each = fp8_layer_bytes(spec, tp, ep, base)
         layers, start = [], 0
@@ -255,11 +256,13 @@ def plan_weights(
 ):
     """(weight bytes of each pipeline rank, the model dtype) for engine_plan: the checkpoint's
     quantization, the engine's runtime `quantization`, or calc.serving.sharding's whole-model
-    `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two).
+    `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two). With a
+    quantized checkpoint `weight_dtype` is the engine's --dtype for its unquantized tensors; None
+    takes the checkpoint's torch_dtype (vLLM's "auto").
     vLLM's mxfp4 experts as its backend for `gpu` pads them (calc.serving.mxfp4)."""
     from calc.serving.sharding import rank_weight_bytes
 
-    wd = canonical_dtype(weight_dtype)
+    wd = canonical_dtype(weight_dtype or "bf16")
     engine = config.engine
     runtime = check_runtime_method(spec, getattr(config, "quantization", None))
     if spec.quantization is None and runtime is None:
@@ -272,8 +275,8 @@ def plan_weights(
             f"'weight_dtype' {wd} quantizes an unquantized checkpoint as a whole: drop it for "
             "a quantized checkpoint or with 'quantization'"
         )
-    if spec.quantization is not None:  # the checkpoint's base dtype: activations, rope, KV
-        wd = canonical_dtype(spec.quantization.dtype)
+    if spec.quantization is not None and weight_dtype is None:  # vLLM's --dtype auto: the
+        wd = canonical_dtype(spec.quantization.dtype)  # checkpoint's (activations, rope, KV)
     version = config.version_tuple if engine == "vllm" else None
     out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine, version, gpu)
     if engine == "vllm" and spec.quantization is not None and spec.quantization.method == "mxfp4":
