@@ -28,9 +28,10 @@ def test_sglang_mem_fraction_by_tp_in_the_04_series():
     for tp, frac in ((1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81), (16, 0.79)):
         cfg = engine_config("sglang", version="0.4.6", tensor_parallel_size=tp)
         assert cfg.mem_fraction_static == frac
-    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.5"):
-        engine_config("sglang", version="0.5.2")
-    assert engine_config("sglang", version="0.5.2", mem_fraction_static=0.8).page_size == 1
+    # after the newest release read (v0.5.6.post2, tests/test_serving_sglang.py): refused
+    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.5.7"):
+        engine_config("sglang", version="0.5.7")
+    assert engine_config("sglang", version="0.5.7", mem_fraction_static=0.8).page_size == 1
 
 
 @pytest.mark.parametrize(
@@ -158,11 +159,10 @@ def test_sglang_mem_fraction_default_by_release():
     # v0.4.7 (#6718): gpu_mem > 180 * 1000 on CUDA: 0.79
     b200 = engine_config("sglang", version="0.4.7", gpu_memory_gib=178.4)  # 182,682 MiB
     assert b200.mem_fraction_static == 0.79
-    # v0.4.7.post1 (#7054): a reserve from chunked_prefill_size and cuda_graph_max_bs
-    with pytest.raises(
-        ValueError, match="'mem_fraction_static' must be given for sglang 0.4.7.post1"
-    ):
-        engine_config("sglang", version="0.4.7.post1")
+    # v0.4.7.post1 (#7054) on: a reserve by GPU memory (tests/test_serving_sglang.py)
+    # 80 GiB = 81,920 MiB, tp 1: "H100, A100" reserve (9.5 + parallel_size / 2) * 1024
+    got = engine_config("sglang", version="0.4.7.post1").mem_fraction_static
+    assert got == round((81920 - (9.5 + 1 / 2) * 1024) / 81920, 3)
 
 
 def test_vllm_v1_batch_defaults_before_the_memory_rule():

@@ -23,21 +23,8 @@ source distribution of the releases on either side of it (`pip download vllm==X 
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logged "# GPU blocks: N" too up to 0.7.3
   and "GPU KV cache size: N tokens" from 0.8.0 (vllm/v1/core/kv_cache_utils.py), num_blocks //
   groups x block_size since the hybrid allocator.
-SGLang (python/sglang/srt/server_args.py): mem_fraction_static, when unset, is 0.88 / 0.87 /
-0.85 / 0.81 / 0.79 for tp 1 / >= 2 / >= 4 / >= 8 / >= 16 in ServerArgs.__post_init__ from v0.4.0
-(v0.3.6 had 0.82 for tp >= 8, not modelled). Then the GPU's memory entered: PR #5604 "Enhance
-GPU memory settings" (e69a219, first in v0.4.5.post3) keeps the table on GPUs of <= 81920 MiB
-and takes (mem - 13 GiB) / mem on larger ones; #5893 and #5724 (first in v0.4.6.post2) read the
-table by tp x pp, take 0.88 above 81920 MiB and min(f + 48 GiB (1 - f) / mem, (mem - 18 GiB) /
-mem) above 96 GiB; #6718 (first in v0.4.7) gives 0.79 above 180,000 MiB; PR #7054 "Simplify the
-heuristics for setting --mem-fraction-static" (6b12d6a, first in v0.4.7.post1) replaced all that
-by a reserve from chunked_prefill_size and cuda_graph_max_bs, made more general again in PR
-#10975 (first in v0.5.3rc2): from there pass mem_fraction_static (the error says so). Each
-"first in" is the oldest version-bump commit of python/sglang/version.py that has the PR's commit
-as an ancestor in sglang's history (read in the kvcache-ai/sglang_awq fork, to 2025-12), and each
-rule is that bump's server_args.py (sglang_mem_fraction_default).
-page_size 1; chunked_prefill_size 8192, or 2048 on GPUs under 25 GiB (0.4 series);
-swa_full_tokens_ratio 0.8.
+SGLang's defaults by release (mem_fraction_static, chunked_prefill_size, cuda_graph_max_bs,
+page_size, swa_full_tokens_ratio): calc/serving/defaults_sglang.py.
 """
 
 from __future__ import annotations
@@ -92,42 +79,20 @@ def vllm_gpu_memory_utilization(version: tuple[int, ...]) -> float:
     return then if version >= since else before
 
 
-SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
-SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: the table on GPUs of <= 81920 MiB only
-SGLANG_H200_RELAX_FROM = (0, 4, 6, 2)  # sglang #5893 (and #5724: the table by tp x pp)
-SGLANG_B200_FROM = (0, 4, 7)  # sglang #6718: 0.79 on GPUs of > 180,000 MiB
-
-
-def sglang_mem_fraction_default(
-    version: tuple[int, ...], tp: int, gpu_memory_gib: float = 80.0, pp: int = 1
-) -> float:
-    """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
-    computes it (python/sglang/srt/server_args.py at the version bumps v0.4.0 f8b0326,
-    v0.4.5.post3 b9c87e7, v0.4.6.post2 9858113, v0.4.7 4f723ed). gpu_mem is nvidia-smi's
-    memory.total in MiB (get_nvgpu_memory_capacity): the GPU's GiB x 1024. Speculative decoding
-    (another 2 GiB reserved, or x 0.95) is not modelled. A clear error from v0.4.7.post1 (#7054's
-    heuristics from chunked_prefill_size and cuda_graph_max_bs) and before v0.4.0."""
-    v = ".".join(map(str, version[:3])) + (f".post{version[3]}" if version[3:4] > (0,) else "")
-    if not SGLANG_TP_TABLE[0] <= version < SGLANG_TP_TABLE[1]:
-        raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {v}: kvcalc knows the defaults "
-            "of 0.4.0 to 0.4.7 only"
-        )
-    n = tp * pp if version >= SGLANG_H200_RELAX_FROM else tp  # parallel_size from #5724
-    table = next((f for at, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)) if n >= at), 0.88)
-    mem = gpu_memory_gib * 1024
-    if version < SGLANG_GPU_MEM_FROM:
-        return table
-    if version < SGLANG_H200_RELAX_FROM:  # #5604: "(gpu_mem - 1024 * 13) / gpu_mem" above
-        return table if mem <= 81920 else (mem - 1024 * 13) / mem
-    frac = table if mem <= 81920 else 0.88
-    if version >= SGLANG_B200_FROM and mem > 180 * 1000:
-        return 0.79
-    if mem > 96 * 1024:  # "15 GB + additional 3GB for cuda graph"
-        return min(frac + 48 * 1024 * (1 - frac) / mem, (mem - 1024 * 18) / mem)
-    return frac
-
-
-def _sglang_chunk(gpu_memory_gib: float) -> int:
-    """chunked_prefill_size when unset (0.4 series): 2048 on GPUs under 25 GiB, else 8192."""
-    return 2048 if gpu_memory_gib < 25 else 8192
+# SGLang: calc/serving/defaults_sglang.py (re-exported here: defaults.py was their home)
+from calc.serving.defaults_sglang import (  # noqa: E402, F401
+    SGLANG_B200_FROM,
+    SGLANG_GENERAL_FROM,
+    SGLANG_GPU_MEM_FROM,
+    SGLANG_H200_RELAX_FROM,
+    SGLANG_NEWEST,
+    SGLANG_NSA_08,
+    SGLANG_RESERVE_FROM,
+    SGLANG_TP_TABLE,
+    SGLANG_VLM_FROM,
+    _sglang_chunk,
+    sglang_chunk_default,
+    sglang_graph_bs_default,
+    sglang_mem_fraction_default,
+    sglang_version,
+)

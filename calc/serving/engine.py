@@ -33,10 +33,14 @@ from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was th
     V1_XL_BATCH_FROM,
     XL_GPU_GIB,
     _sglang_chunk,
+    sglang_chunk_default,
+    sglang_graph_bs_default,
     sglang_mem_fraction_default,
+    sglang_version,
     vllm_batch_defaults,
     vllm_gpu_memory_utilization,
 )
+from calc.serving.defaults_sglang import SGLANG_RESERVE_FROM, sglang_model_checks
 
 GIB = 2**30
 Engine = Literal["vllm", "sglang"]
@@ -151,6 +155,8 @@ class SglangConfig(EngineConfig):
     chunked_prefill_size: int = Field(gt=0)
     max_running_requests: int | None = Field(default=None, gt=0)
     enable_dp_attention: bool = False
+    # what the default mem_fraction_static reads from 0.5.3rc2 on (defaults_sglang.py)
+    cuda_graph_max_bs: int | None = Field(default=None, gt=0)
     swa_full_tokens_ratio: float = Field(default=0.8, gt=0, le=1)
 
     @model_validator(mode="after")
@@ -175,11 +181,16 @@ def engine_config(
     gpu_memory_gib: float = 80.0,
     gpu_name: str = "",
     model_max_len: int = 2048,
+    gpu_vendor: str = "NVIDIA",
+    multimodal: str | None = None,
+    nsa: bool = False,
     **settings,
 ) -> VllmConfig | SglangConfig:
     """A validated config with the version's defaults for every setting left out or None.
 
-    `gpu_memory_gib` / `gpu_name` / `model_max_len` decide the defaults that depend on them.
+    `gpu_memory_gib` (nvidia-smi's total / 1024) / `gpu_name` / `gpu_vendor` / `model_max_len`
+    decide the defaults that depend on them; SGLang's mem_fraction_static also the model's
+    vision encoder kind (`multimodal`, None for a text model) and DeepSeek NSA (`nsa`).
     A setting of the other engine is refused with its name.
     """
     if engine not in ENGINES:
@@ -205,13 +216,29 @@ def engine_config(
                 f"max_model_len (max_position_embeddings={model_max_len} in model's config.json)"
             )
     else:
+        sv = sglang_version(version)
+        given = kw.get("mem_fraction_static")
+        forced = sglang_model_checks(sv, given, multimodal=multimodal, nsa=nsa)
+        if forced is not None:
+            kw["mem_fraction_static"] = forced
         if "mem_fraction_static" not in kw:
+            if sv >= SGLANG_RESERVE_FROM and gpu_vendor.upper() != "NVIDIA":
+                raise ValueError(
+                    f"'mem_fraction_static' must be given for sglang {version} on a "
+                    f"{gpu_vendor} GPU: kvcalc models its default from nvidia-smi's memory"
+                )
             kw["mem_fraction_static"] = sglang_mem_fraction_default(
-                v,
+                sv,
                 kw.get("tensor_parallel_size", 1),
                 gpu_memory_gib,
                 kw.get("pipeline_parallel_size", 1),
+                dp=kw.get("data_parallel_size", 1),
+                dp_attention=kw.get("enable_dp_attention", False),
+                chunked_prefill_size=kw.get("chunked_prefill_size"),
+                cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
             )
-        kw.setdefault("chunked_prefill_size", _sglang_chunk(gpu_memory_gib))
+        kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
+        tp = kw.get("tensor_parallel_size", 1)
+        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp))
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)

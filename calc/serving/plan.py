@@ -85,7 +85,10 @@ def prepare(
             engine,
             gpu_memory_gib=hw.total_memory_bytes / GIB,
             gpu_name=hw.name,
+            gpu_vendor=hw.vendor,
             model_max_len=spec.max_position_embeddings,
+            multimodal=spec.vision.kind if spec.vision else None,
+            nsa="indexed_attention" in spec.attention_counts,
             **settings,
         )
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
