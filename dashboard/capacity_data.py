@@ -228,8 +228,9 @@ ENGINE_VERSIONS = {
         },
         key=lambda t: tuple(map(int, t.split("."))),
     ),
-    # 0.4.x: kvcalc knows mem_fraction_static's default; 0.5.x: it must be given
-    "sglang": [DEFAULT_VERSION["sglang"], "0.5.3"],
+    # the releases where SGLang's mem_fraction_static default changes (calc/serving/
+    # defaults_sglang.py): the tp table, #7054's reserve, #10975's general rule, the newest read
+    "sglang": [DEFAULT_VERSION["sglang"], "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"],
 }
 
 

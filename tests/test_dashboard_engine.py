@@ -106,8 +106,10 @@ def test_engine_refusals_show_the_engines_error_not_a_traceback():
     assert "KV tokens" not in _tiles(bad)
     long = open_page("capacity", **BASE, engine="vllm", elen="200000")
     assert "User-specified max_model_len (200000) is greater than the derived" in errors(long)
-    sg = open_page("capacity", **BASE, engine="sglang", ever="0.5.3")
-    assert "'mem_fraction_static' must be given for sglang 0.5.3" in errors(sg)
+    vlm = {**BASE, "model": "gemma-3-4b"}  # a vision encoder: SGLang scales its default by it
+    sg = open_page("capacity", **vlm, engine="sglang", ever="0.5.6.post2")
+    want = "'mem_fraction_static' must be given for a multimodal model on sglang 0.5.6.post2"
+    assert want in errors(sg)
 
 
 def test_inverse_box_answers_with_calc_serving_inverse():

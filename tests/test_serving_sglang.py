@@ -140,3 +140,18 @@ def test_engine_plan_reads_the_preset_nvidia_smi_total():
         prepare("gemma-3-4b", "h100-sxm", "sglang", version="0.5.4")
     with pytest.raises(ValueError, match="on a AMD GPU"):
         prepare("llama-3.1-8b", "mi300x", "sglang", version="0.5.4")
+
+
+def test_multimodal_models_have_any_fraction_scaled_before_0_4_9():
+    """model_runner.py `if self.is_multimodal: self.mem_fraction_static *= 0.95` at the v0.4.0
+    bump (f8b0326), `*= 0.90` from v0.4.4.post4 (#4754, 5cb552b) to v0.4.8.post1; from v0.4.9
+    (#7748) the scaling moved into the default, which kvcalc refuses for a multimodal model."""
+    h100 = 81559 / 1024  # nvidia-smi memory.total of an H100 SXM, MiB -> GiB
+    kw = dict(gpu_memory_gib=h100, multimodal="siglip")
+    assert engine_config("sglang", version="0.4.6", **kw).mem_fraction_static == 0.88 * 0.90
+    given = engine_config("sglang", version="0.4.0", mem_fraction_static=0.8, **kw)
+    assert given.mem_fraction_static == 0.8 * 0.95
+    text = engine_config("sglang", version="0.4.6", gpu_memory_gib=h100)
+    assert text.mem_fraction_static == 0.88
+    with pytest.raises(ValueError, match="must be given for a multimodal model on sglang 0.4.9"):
+        engine_config("sglang", version="0.4.9", **kw)

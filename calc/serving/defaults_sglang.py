@@ -18,8 +18,9 @@ mem_fraction_static when unset:
   reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8
   x 1024 MiB; with DP attention + cuda_graph_max_bs x dp x 3, and x 1.5 more when
   cuda_graph_max_bs > 300; at least 10 GiB on GPUs over 60 GiB.
-Multimodal models: ModelRunner multiplied any mem_fraction_static by 0.90 up to v0.4.8.post1
-(NOT modelled: kvcalc's SGLang plans of multimodal models before 0.4.9 use the value unscaled);
+Multimodal models: ModelRunner.__init__ multiplied any mem_fraction_static, given or default, by
+0.95 (v0.4.0 f8b0326) and by 0.90 from v0.4.4.post4 (#4754 5cb552b) up to v0.4.8.post1
+(sglang_vlm_runner_scale);
 sglang #7748 (14229cc, first in v0.4.9 ec5f9c6) moved it into the default (x 0.90), and #6881 /
 #8161 (first in v0.4.9.post3 01c0000) made it adjust_mem_fraction_for_vlm (by the vision tower's
 layers and width, read through vision_config attribute names that differ by model): from v0.4.9
@@ -53,6 +54,7 @@ SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: the table on GPUs of <= 8192
 SGLANG_H200_RELAX_FROM = (0, 4, 6, 2)  # sglang #5893 (and #5724: the table by tp x pp)
 SGLANG_B200_FROM = (0, 4, 7)  # sglang #6718: 0.79 on GPUs of > 180,000 MiB
 SGLANG_RESERVE_FROM = (0, 4, 7, 1)  # sglang #7054 (6b12d6a), bump f9dc9dd
+SGLANG_VLM_090_FROM = (0, 4, 4, 4)  # sglang #4754 (5cb552b, bump 35e0856): x 0.90, was x 0.95
 SGLANG_VLM_FROM = (0, 4, 9)  # sglang #7748 (14229cc): x 0.90 on the default only, bump ec5f9c6
 SGLANG_GENERAL_FROM = (0, 5, 3, -98)  # 0.5.3rc2: sglang #10372 + #10975, bump 0b13cbb
 SGLANG_NSA_08 = ((0, 5, 3, -98), (0, 5, 3, 1))  # [from, until): 0.8 for DeepSeek NSA (#11061)
@@ -173,8 +175,8 @@ def sglang_model_checks(version, given: float | None, *, multimodal: str | None,
     """mem_fraction_static as the release sets it for this model: 0.8 for DeepSeek NSA in
     [SGLANG_NSA_08); a refusal where SGLang scales its default for a multimodal model (from
     v0.4.9; `multimodal`: the vision encoder's kind); None: no model-specific rule (the caller
-    takes `given` or the default). Not modelled: ModelRunner's x 0.90 of any value for a
-    multimodal model up to v0.4.8.post1."""
+    takes `given` or the default; a multimodal model before v0.4.9 then has it scaled by
+    sglang_vlm_runner_scale)."""
     v = _name(version)
     if nsa and SGLANG_NSA_08[0] <= version < SGLANG_NSA_08[1]:
         if given is not None and given != 0.8:
@@ -190,3 +192,12 @@ def sglang_model_checks(version, given: float | None, *, multimodal: str | None,
             f"model: got a {multimodal} vision encoder"
         )
     return None
+
+
+def sglang_vlm_runner_scale(version, multimodal: str | None) -> float:
+    """The factor ModelRunner.__init__ applies to any mem_fraction_static of a multimodal model
+    (model_runner.py `if self.is_multimodal: self.mem_fraction_static *= ...`): 0.95 from v0.4.0,
+    0.90 from v0.4.4.post4 (#4754); 1 from v0.4.9 (#7748 moved it into the default)."""
+    if not multimodal or version >= SGLANG_VLM_FROM:
+        return 1.0
+    return 0.90 if version >= SGLANG_VLM_090_FROM else 0.95

@@ -40,7 +40,11 @@ from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was th
     vllm_batch_defaults,
     vllm_gpu_memory_utilization,
 )
-from calc.serving.defaults_sglang import SGLANG_RESERVE_FROM, sglang_model_checks
+from calc.serving.defaults_sglang import (
+    SGLANG_RESERVE_FROM,
+    sglang_model_checks,
+    sglang_vlm_runner_scale,
+)
 
 GIB = 2**30
 Engine = Literal["vllm", "sglang"]
@@ -237,6 +241,8 @@ def engine_config(
                 chunked_prefill_size=kw.get("chunked_prefill_size"),
                 cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
             )
+        scale = sglang_vlm_runner_scale(sv, multimodal)  # ModelRunner's own, before 0.4.9
+        kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
         kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
         tp = kw.get("tensor_parallel_size", 1)
         kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp))
