@@ -54,3 +54,18 @@ PLAN_COLUMNS = [
     "e2e_s",
     "tokens_per_s_total",
 ]
+
+
+# Property tests draw the same examples on every run (CI must not fail by chance); set
+# HYPOTHESIS_PROFILE=explore to draw new ones, ten times as many.
+def _hypothesis_profiles() -> None:
+    import os
+
+    from hypothesis import settings
+
+    settings.register_profile("default", derandomize=True)
+    settings.register_profile("explore", max_examples=1000)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+_hypothesis_profiles()

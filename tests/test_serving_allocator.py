@@ -126,3 +126,13 @@ def test_llama31_8b_logs_stay_exact():
     # vllm#10517 "Loading model weights took 14.9888 GB" (0.6.4); llm-d 0.19.0 "14.99 GiB"
     assert f"{_weights('vllm-10517-llama31-8b-3090-20k') / GIB:.4f}" == "14.9888"
     assert f"{_weights('llmd-019-llama31-8b-tp1-8192') / GIB:.2f}" == "14.99"
+
+
+def test_empty_cache_releases_only_segments_with_no_block_in_use():
+    """torch.cuda.empty_cache() (release_cached_blocks) frees every segment none of whose blocks
+    is allocated: a 30 MiB request takes a 30 MiB segment; freed, empty_cache returns it; a
+    12 MiB request still alive keeps its 12 MiB segment (> 10 MiB: rounded to 2 MiB)."""
+    MiB = 2**20
+    events = [30 * MiB, 12 * MiB, Free(0)]
+    assert caching_allocator(events) == (12 * MiB, 42 * MiB)
+    assert caching_allocator(events, empty_cache=True) == (12 * MiB, 12 * MiB)

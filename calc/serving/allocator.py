@@ -47,10 +47,12 @@ class Free(NamedTuple):
     index: int
 
 
-def caching_allocator(events: Sequence[int | Free]) -> tuple[int, int]:
+def caching_allocator(events: Sequence[int | Free], empty_cache: bool = False) -> tuple[int, int]:
     """(allocated, reserved) bytes after `events` on a fresh device, one stream: an int asks for
     that many bytes, a Free gives back an earlier request. Allocated is what
-    torch.cuda.memory_allocated reports, reserved what memory_reserved (cudaMalloc'd) does."""
+    torch.cuda.memory_allocated reports, reserved what memory_reserved (cudaMalloc'd) does;
+    `empty_cache`: reserved after torch.cuda.empty_cache(), which releases every segment with
+    no allocated block (release_cached_blocks)."""
     # a block: [segment, offset, size, allocated, small]; segments: their blocks by offset
     segments: list[list[list]] = []
     free: dict[bool, list[tuple[int, int, int]]] = {True: [], False: []}  # (size, seg, off)
@@ -94,6 +96,8 @@ def caching_allocator(events: Sequence[int | Free]) -> tuple[int, int]:
         block[3] = True
         allocated += block[2]
         live.append(block)
+    if empty_cache:
+        reserved = sum(sum(b[2] for b in seg) for seg in segments if any(b[3] for b in seg))
     return allocated, reserved
 
 

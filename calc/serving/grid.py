@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from calc.serving import figures as f
+from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
 
@@ -53,7 +54,12 @@ def engine_plan_grid(
         if given is not None:
             rest = f.given_bytes(given)
         else:
-            frac = cols.get("mem_fraction_static", np.full(n_rows, cfg.mem_fraction_static))
+            if "mem_fraction_static" in cols:  # as engine_config scales a given fraction
+                kind = spec.vision.kind if spec.vision else None
+                scale = sglang_vlm_runner_scale(sglang_version(cfg.version), kind)
+                frac = cols["mem_fraction_static"] * scale
+            else:
+                frac = np.full(n_rows, cfg.mem_fraction_static)
             rest = f.sglang_rest(weights, total, f.sglang_init_used(cfg, calibration), frac)
         r = f.sglang_figures(lay, cfg, rest, L)
         avail = rest

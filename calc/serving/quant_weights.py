@@ -266,7 +266,7 @@ def plan_weights(
     engine = config.engine
     runtime = check_runtime_method(spec, getattr(config, "quantization", None))
     if spec.quantization is None and runtime is None:
-        version = config.version_tuple if engine == "vllm" else None  # allocator-counted
+        version = config.version_tuple  # allocator-counted (vLLM allocated, SGLang reserved)
         return rank_weight_bytes(
             spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version
         ), wd

@@ -177,7 +177,8 @@ def rank_weight_bytes(
     """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
     each layer as calc.serving.shard_layers splits it. With `vllm_version` (engine "vllm", an
     unquantized weight_dtype): what vLLM's "Model loading took" counts, each tensor as torch's
-    caching allocator rounds it (calc.serving.allocator)."""
+    caching allocator rounds it (calc.serving.allocator); engine "sglang" with a version: the
+    segments SGLang's "mem usage" sees."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = (group_size, scale_bytes, zero_point_bits)
     h = spec.hidden_size
@@ -199,10 +200,11 @@ def rank_weight_bytes(
     wb = dtype_bits(UNQUANTIZED_DTYPE if quantized else weight_dtype) // 8
     vision = vision_rank_bytes(spec, tp, wb, quantized)
     split = pp_layer_split(spec.num_hidden_layers, pp, partition)
-    if vllm_version is not None and engine == "vllm" and not quantized:
+    if vllm_version is not None and engine in ("vllm", "sglang") and not quantized:
         lm_head = table if not spec.tie_word_embeddings or pp > 1 else 0
         ends = ((table, pos), (norm_b, lm_head))
-        return _allocated(spec, tp, ep, split, wb, ends, rope, vllm_version, vision)
+        sglang = engine == "sglang"
+        return _allocated(spec, tp, ep, split, wb, ends, rope, vllm_version, vision, sglang)
     # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
     kv_b = mla_kv_b_copy_bytes(spec, tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
     mla = mla_layers_per_rank(spec, pp, partition) if quantized else (0,) * pp
@@ -221,9 +223,13 @@ def rank_weight_bytes(
     return tuple(out)
 
 
-def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision) -> tuple[int, ...]:
+def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=False):
     """Each pipeline rank's tensors as the caching allocator counts them (the vision encoder
-    as its plain bytes)."""
+    as its plain bytes): vLLM's "Model loading took" reads the allocated bytes; SGLang's "Load
+    weight end ... mem usage" is the drop in free device memory after torch.cuda.empty_cache()
+    (model_runner.py load_model: get_available_gpu_memory(empty_cache=True) before and after),
+    i.e. the segments still holding a block, in the same load order (SGLang 0.4's models build
+    their layers as vLLM's do), without vLLM's per-attention-layer scalars."""
     from calc.serving.allocator import attention_scalars, caching_allocator, vllm_load_events
 
     elements = rotary_cache_elements(spec) if rope else 0
@@ -239,10 +245,11 @@ def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision) -> tuple[in
             tail=[n for n in ends[1] if n and r == len(split) - 1],
             rope_bytes=rope,
             rope_elements=elements,
-            scalars=attention_scalars(version),
+            scalars=0 if sglang else attention_scalars(version),
         )
         start += n_layers
-        out.append(caching_allocator(events)[0] + vision)
+        counted = caching_allocator(events, empty_cache=sglang)[1 if sglang else 0]
+        out.append(counted + vision)
     return tuple(out)
 
 
