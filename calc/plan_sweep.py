@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Sequence
 
-from calc import capacity as cap
+from calc import activation as ac
 from calc import plan_core as core
 from calc import sharding as sh
 from calc.attention import prefill_attention_flops
@@ -53,21 +53,21 @@ def _config_constants(spec: ModelSpec, tp: int, pp: int, wd: str, opts: dict) ->
     quant = opts["group_size"], opts["scale_bytes"], opts["zero_point_bits"]
     wb = sh.weight_bytes_per_gpu(spec, tp, 1, wd, *quant)
     stage = wb if pp == 1 else sh.weight_bytes_per_gpu(spec, tp, pp, wd, *quant)
-    lf, ls = cap.kv_layers_per_gpu(spec, pp)
+    lf, ls = ac.kv_layers_per_gpu(spec, pp)
     return {
         "stage_weights": sum(stage.values()),
         "lf": lf,
         "ls": ls,
         "weights": sum(wb.values()),
         "experts": wb["mlp"],
-        "act": cap.activation_bytes_per_gpu(
+        "act": ac.activation_bytes_per_gpu(
             spec,
             tp,
             opts["max_num_batched_tokens"],
             opts["max_num_seqs"],
-            cap.activation_dtype(wd),
+            ac.activation_dtype(wd),
         ),
-        "a": dtype_bits(cap.activation_dtype(wd)) // 8,
+        "a": dtype_bits(ac.activation_dtype(wd)) // 8,
     }
 
 
@@ -85,11 +85,11 @@ def sweep_plans(
     group_size: int = sh.DEFAULT_GROUP_SIZE,
     scale_bytes: int = sh.DEFAULT_SCALE_BYTES,
     zero_point_bits: int = 0,
-    gpu_memory_utilization: float = cap.DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: float = ac.DEFAULT_GPU_MEMORY_UTILIZATION,
     runtime_reserve_bytes: int | None = None,
-    max_num_batched_tokens: int = cap.DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: int = cap.DEFAULT_MAX_NUM_SEQS,
-    block_size: int = cap.DEFAULT_BLOCK_SIZE,
+    max_num_batched_tokens: int = ac.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = ac.DEFAULT_MAX_NUM_SEQS,
+    block_size: int = ac.DEFAULT_BLOCK_SIZE,
     mfu: float = rl.DEFAULT_MFU,
     bandwidth_efficiency: float = rl.DEFAULT_BANDWIDTH_EFFICIENCY,
     interconnect_efficiency: float = rl.DEFAULT_INTERCONNECT_EFFICIENCY,
@@ -202,7 +202,7 @@ def sweep_plans(
     # K and V of one token in one layer on one GPU, per (config, KV dtype)
     kvl_tab = col(
         [
-            [cap.kv_bytes_per_token_layer_gpu(s, c[1], kd) for kd in kds]
+            [ac.kv_bytes_per_token_layer_gpu(s, c[1], kd) for kd in kds]
             for s, c in zip(spec_of, cfg, strict=True)
         ],
         np.int64,
@@ -289,7 +289,7 @@ def sweep_plans(
 def _gpu_constants(hw: HardwareSpec, wd: str, gpus: int, reserve: int | None) -> dict:
     return {
         "total": hw.total_memory_bytes,
-        "reserve": cap.reserve_bytes_per_gpu(gpus, reserve),
+        "reserve": ac.reserve_bytes_per_gpu(gpus, reserve),
         "peak": hw.peak_flops_per_s(rl.default_compute_dtype(wd, hw)),
         "bw": hw.hbm_bandwidth_bytes_per_s,
         "link": hw.interconnect_bytes_per_s,

@@ -28,8 +28,8 @@ assumed to stay on chip.
 from __future__ import annotations
 
 from calc import plan_core as core
+from calc.activation import activation_dtype, kv_bytes_per_token_layer_gpu
 from calc.attention import prefill_attention_flops
-from calc.capacity import activation_dtype, kv_bytes_per_token_layer_gpu
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count, check_fraction, check_non_negative
 from calc.hardware import HardwareSpec, resolve_hardware

@@ -101,7 +101,7 @@ def memory_args(p, seq_required: bool) -> None:
 
 def generic_util(args) -> float:
     """--util, or the generic plan's default (vLLM's 0.9 before 0.20)."""
-    from calc.capacity import DEFAULT_GPU_MEMORY_UTILIZATION
+    from calc.activation import DEFAULT_GPU_MEMORY_UTILIZATION
 
     return DEFAULT_GPU_MEMORY_UTILIZATION if args.util is None else args.util
 

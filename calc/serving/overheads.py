@@ -8,7 +8,7 @@ this module picks which applies to a config.
 
 from __future__ import annotations
 
-from calc.capacity import (
+from calc.activation import (
     DEFAULT_RUNTIME_RESERVE_BYTES,
     DEFAULT_RUNTIME_RESERVE_MULTI_GPU_BYTES,
     SAMPLER_BYTES_PER_LOGIT,
@@ -174,7 +174,7 @@ def cublas_workspace_bytes(hw) -> int:
 
 def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | None:
     """V1's torch peak increase over the profile run, 0.8.0-0.19.x: the larger of the dummy
-    forward at max_num_batched_tokens (calc.capacity.forward_activation_bytes, the generic
+    forward at max_num_batched_tokens (calc.activation.forward_activation_bytes, the generic
     estimate: the eager / torch.compile'd forward of each architecture is not derived) and the
     dummy sampler with what the forward left alive (memory.vllm_v1_sampler_live_bytes): the
     full-vocabulary sort (memory.vllm_v1_sort_sampler_peak_bytes) before 0.17.0, the Triton

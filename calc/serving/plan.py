@@ -15,7 +15,7 @@ SGLang: rest = total x mem_fraction_static - weights; tokens = rest // cell (see
 
 from __future__ import annotations
 
-from calc.capacity import activation_dtype
+from calc.activation import activation_dtype
 from calc.presets import resolve_model
 from calc.results import Result
 from calc.serving import figures as f
