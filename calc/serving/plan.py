@@ -179,17 +179,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     if refusal:
         lines.append(f"ValueError: {refusal}")
     return EnginePlan(
-        engine="vllm",
-        version=config.version,
-        model=spec.name,
-        gpu=hw.name,
-        tensor_parallel_size=config.tensor_parallel_size,
-        pipeline_parallel_size=config.pipeline_parallel_size,
-        max_model_len=L,
+        **_identity(spec, hw, config, kd, source, total),
         max_num_batched_tokens=config.max_num_batched_tokens,
-        kv_cache_dtype=kd,
-        source=source,
-        total_memory_bytes=total,
         weights_bytes=max(weights),
         weights_gib=round(max(weights) / GIB, 4),
         activation_bytes=act,
@@ -204,6 +195,22 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         max_concurrency=conc,
         refusal=refusal,
         log_lines=lines,
+    )
+
+
+def _identity(spec, hw, config, kd, source, total) -> dict:
+    """The fields of an EnginePlan that say what was planned, alike for both engines."""
+    return dict(
+        engine=config.engine,
+        version=config.version,
+        model=spec.name,
+        gpu=hw.name,
+        tensor_parallel_size=config.tensor_parallel_size,
+        pipeline_parallel_size=config.pipeline_parallel_size,
+        max_model_len=config.max_model_len,
+        kv_cache_dtype=kd,
+        source=source,
+        total_memory_bytes=total,
     )
 
 
@@ -245,17 +252,8 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
     if refusal:
         lines.append(f"RuntimeError: {refusal}")
     return EnginePlan(
-        engine="sglang",
-        version=config.version,
-        model=spec.name,
-        gpu=hw.name,
-        tensor_parallel_size=config.tensor_parallel_size,
-        pipeline_parallel_size=config.pipeline_parallel_size,
-        max_model_len=L,
+        **_identity(spec, hw, config, kd, source, total),
         max_num_batched_tokens=None,
-        kv_cache_dtype=kd,
-        source=source,
-        total_memory_bytes=total,
         weights_bytes=w,
         weights_gib=round(w / GIB, 2),
         activation_bytes=None,
