@@ -159,21 +159,15 @@ def vllm_checkpoint_rank_bytes(
     (final norm, LM head)) bytes; `vision`: the encoder's plain bytes."""
     from calc.quant.match import scheme_for
     from calc.quant.weights import LAYER_PREFIX, _layer_specific, _quantizable, stored_name
-    from calc.serving.allocator import (
-        LinearAlloc,
-        attention_scalars,
-        caching_allocator,
-        vllm_load_events,
-    )
+    from calc.serving.allocator import LinearAlloc
     from calc.serving.mxfp4 import CUDA_CAPABILITY
     from calc.serving.shard_layers import ROW_PARALLEL
-    from calc.serving.sharding import rotary_cache_elements
+    from calc.serving.sharding import _allocated
 
     q = spec.quantization
     if q is None or spec.is_moe or spec.is_mla or _layer_specific(q) or q.kv_cache is not None:
         return None
-    head = [x for x in ends[1][1:] if x]  # the LM head: refused if quantized (not written out)
-    if not spec.tie_word_embeddings:
+    if not spec.tie_word_embeddings:  # a quantized LM head is refused (not written out)
         from calc.linears import Linear
 
         lm = Linear("lm_head", "lm_head", spec.hidden_size, spec.vocab_size, 1)
@@ -210,24 +204,5 @@ def vllm_checkpoint_rank_bytes(
             return LinearAlloc(tuple(t), repacked=(0,), kept=(machete_kept_perm(s, inp),))
         return LinearAlloc(tuple(t), kept=tuple(w8a8_after_load(s, out, len(lins))))
 
-    elements = rotary_cache_elements(spec) if rope else 0
-    out, start = [], 0
-    for r, n in enumerate(split):
-        events = vllm_load_events(
-            spec,
-            tp,
-            ep,
-            range(start, start + n),
-            base,
-            head=[x for x in ends[0] if x and r == 0],
-            tail=[x for x in (ends[1][0], *head) if x and r == len(split) - 1],
-            rope_bytes=rope,
-            rope_elements=elements,
-            scalars=attention_scalars(version),
-            quant=quant,
-        )
-        if unsupported:
-            return None
-        start += n
-        out.append(caching_allocator(events)[0] + vision)
-    return tuple(out)
+    counted = _allocated(spec, tp, ep, split, base, ends, rope, version, vision, quant=quant)
+    return None if unsupported else counted

@@ -223,13 +223,14 @@ def rank_weight_bytes(
     return tuple(out)
 
 
-def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=False):
+def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=False, quant=None):
     """Each pipeline rank's tensors as the caching allocator counts them (the vision encoder
     as its plain bytes): vLLM's "Model loading took" reads the allocated bytes; SGLang's "Load
     weight end ... mem usage" is the drop in free device memory after torch.cuda.empty_cache()
     (model_runner.py load_model: get_available_gpu_memory(empty_cache=True) before and after),
     i.e. the segments still holding a block, in the same load order (SGLang 0.4's models build
-    their layers as vLLM's do), without vLLM's per-attention-layer scalars."""
+    their layers as vLLM's do), without vLLM's per-attention-layer scalars. `quant`: each
+    quantized layer's tensors (calc.serving.quant_tensors)."""
     from calc.serving.allocator import attention_scalars, caching_allocator, vllm_load_events
 
     elements = rotary_cache_elements(spec) if rope else 0
@@ -246,6 +247,7 @@ def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=Fals
             rope_bytes=rope,
             rope_elements=elements,
             scalars=0 if sglang else attention_scalars(version),
+            quant=quant,
         )
         start += n_layers
         counted = caching_allocator(events, empty_cache=sglang)[1 if sglang else 0]
