@@ -10,12 +10,12 @@ from calc.units import fmt_bytes, group, iec_bytes
 
 def stored_summary(spec) -> dict:
     """What `show --json` reports under "stored_weights"."""
-    from calc.quant.weights import weight_bytes_breakdown
+    from calc.quant.weights import stored_dtype, weight_bytes_breakdown
 
     parts = weight_bytes_breakdown(spec)
     q = spec.quantization
     return {
-        "base_dtype": q.dtype if q else (spec.checkpoint_dtype or "bf16"),
+        "base_dtype": stored_dtype(spec),
         "quant_method": q.method if q else None,
         "total_bytes": sum(parts.values()),
         "breakdown_bytes": {k: v for k, v in parts.items() if v},

@@ -262,7 +262,7 @@ def _fp32_values(
     return result
 
 
-def _stored(spec: ModelSpec) -> str:
+def stored_dtype(spec: ModelSpec) -> str:
     """The base dtype a checkpoint stores: the quantization config's, else config.json's
     torch_dtype (spec.checkpoint_dtype), else bf16."""
     q = spec.quantization
@@ -276,7 +276,7 @@ def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[st
     calc.param_breakdown, the language model's, leaves out). `dtype`: the base dtype (default: the quantization config's, else the config's
     torch_dtype, else bf16)."""
     q = spec.quantization
-    d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
+    d = dtype_name(dtype if dtype is not None else stored_dtype(spec), "dtype")
     key = ("weight_bytes", d)
     memo = spec.memo
     if key not in memo:
@@ -292,7 +292,7 @@ def weight_bytes(spec: ModelSpec, dtype: str | None = None) -> int:
     multimodal checkpoint's vision encoder (spec.vision), though calc.param_count leaves them out
     (MTP layers only with `include_mtp`; the vision encoder always: it counts the language
     model)."""
-    d = dtype_name(dtype if dtype is not None else _stored(spec), "dtype")
+    d = dtype_name(dtype if dtype is not None else stored_dtype(spec), "dtype")
     key = ("weight_bytes_total", d)
     memo = spec.memo
     if key not in memo:
