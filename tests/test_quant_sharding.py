@@ -109,3 +109,10 @@ def test_refusals():
     awq = tiny({"quant_method": "awq", "bits": 4, "group_size": 256})
     with pytest.raises(ValueError, match="'group_size' must divide in_features=896"):
         stored_bytes_per_gpu(awq, tp=16)  # down_proj: 14336 / 16 = 896 = 3.5 groups of 256
+
+
+def test_an_unquantized_checkpoint_is_split_in_its_own_torch_dtype():
+    """google/gemma-2-9b stores float32 (config torch_dtype; the Hub's safetensors summary: F32,
+    9,241,705,984 parameters): on one GPU its stored bytes are 4 x that, as weight_bytes says."""
+    spec = calc.from_hf_config(Path(__file__).parent / "fixtures" / "hf" / "gemma-2-9b.json")
+    assert sum(stored_bytes_per_gpu(spec).values()) == 4 * 9_241_705_984

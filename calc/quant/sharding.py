@@ -33,7 +33,7 @@ from calc.linears import Linear
 from calc.params import COMPONENTS, param_breakdown
 from calc.quant.config import dtype_bytes, dtype_name
 from calc.quant.layout import PARTS, linear_bytes
-from calc.quant.weights import _entries, take
+from calc.quant.weights import _entries, stored_dtype, take
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -79,7 +79,7 @@ def stored_bytes_per_gpu(
     if ep > E:
         raise ValueError(f"'ep' must be at most num_local_experts={E}: got {ep}")
     q = spec.quantization
-    d = dtype_name(dtype if dtype is not None else (q.dtype if q else "bf16"), "dtype")
+    d = dtype_name(dtype if dtype is not None else stored_dtype(spec), "dtype")
     base = dtype_bytes(d)
     left = dict(param_breakdown(spec))
     out: dict[str, int] = {}
