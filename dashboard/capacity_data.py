@@ -46,7 +46,10 @@ def gpu_options() -> list[str]:
 
 
 def memory_source(hw: HardwareSpec) -> str:
-    """Where a GPU's memory figure comes from: the driver's total, or the nominal size."""
+    """Where a GPU's memory figure comes from: CUDA's total, the driver's, or the nominal size."""
+    if hw.cuda_total_gib is not None:
+        smi = f", nvidia-smi {hw.driver_total_mib:,} MiB" if hw.driver_total_mib else ""
+        return f"CUDA total {hw.cuda_total_gib:g} GiB (the driver keeps the rest{smi})"
     if hw.driver_total_mib is not None:
         return f"nvidia-smi total {hw.driver_total_mib:,} MiB"
     nominal = hw.memory_published or f"{hw.memory_size:g} {hw.memory_unit}"
@@ -56,12 +59,11 @@ def memory_source(hw: HardwareSpec) -> str:
 
 
 def gpu_label(name: str) -> str:
-    """'NVIDIA H100 SXM5 80GB: 79.65 GiB (nvidia-smi)': the memory a plan uses, and whence."""
+    """'NVIDIA H100 SXM5 80GB: 79.19 GiB (CUDA total)': the memory a plan uses, and whence."""
     if name == CUSTOM_GPU:
         return "custom GPU"
     hw = load_hardware(name)
-    how = "nvidia-smi" if hw.driver_total_mib is not None else "nominal"
-    return f"{hw.label}: {iec_bytes(hw.total_memory_bytes)} ({how})"
+    return f"{hw.label}: {iec_bytes(hw.total_memory_bytes)} ({hw.total_memory_source})"
 
 
 def custom_gpu(memory_gib: float, bandwidth_gb_per_s: float, bf16_tflops: float, link_gb_per_s):

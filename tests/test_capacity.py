@@ -19,8 +19,12 @@ from calc.sharding import quantized_bytes, weight_bytes_per_gpu
 from calc.spec import ModelSpec
 
 GIB = 2**30
-H100_TOTAL = 81559 * 2**20  # nvidia-smi total of an H100 SXM 80GB (preset source)
-A100_80_TOTAL = 80 * GIB  # A100 80GB: 81920 MiB
+# what CUDA reports as an H100 SXM 80GB's total: 79.19 GiB in llm-d-planner's vLLM logs (preset
+# source); nvidia-smi's 81,559 MiB (79.65 GiB) includes what the driver reserves
+H100_TOTAL = round(79.19 * 2**30)  # 85,029,615,042.56 -> 85,029,615,043 B
+# what CUDA reports as an A100 80GB's total: "79.25 GiB total capacity" in torch's out-of-memory
+# message (preset source; nvidia-smi shows 81920 MiB = 80 GiB)
+A100_80_TOTAL = round(79.25 * 2**30)  # 85,094,039,552 B
 
 
 # --- Llama-3-70B, bf16, 2 x H100 80GB, TP=2 ---------------------------------------------------
@@ -45,18 +49,18 @@ def test_llama3_70b_on_two_h100():
     assert p.weight_breakdown_bytes["attn/kv"] == 2 * kv
 
     # KV tokens that fit:
-    budget = int(H100_TOTAL * 0.9)  # 85,520,809,984 x 0.9 = 76,968,728,985.6 -> 76,968,728,985
+    budget = int(H100_TOTAL * 0.9)  # 85,029,615,043 x 0.9 = 76,526,653,538.7 -> 76,526,653,538
     act = 256 * 128256 * SAMPLER_BYTES_PER_LOGIT  # sampler (1,313,341,440 B) beats the layers:
     assert act > 8192 * 2 * (2 * 8192 + 3 * 28672 // 2)  # 973,078,528 B for an 8192-token chunk
     kv_budget = budget - 70_555_025_408 - act - DEFAULT_RUNTIME_RESERVE_MULTI_GPU_BYTES
-    assert p.kv_budget_bytes == kv_budget == 2_952_878_489
+    assert p.kv_budget_bytes == kv_budget == 2_510_803_042
     per_token = 80 * 2 * 4 * 128 * 2  # layers x (K, V) x KV heads on this GPU x d x 2 B = 163,840
     assert p.kv_bytes_per_token == per_token
     assert p.kv_block_bytes == 16 * per_token
-    assert p.kv_blocks == 2_952_878_489 // (16 * 163_840) == 1126
-    assert p.kv_tokens == 1126 * 16 == 18_016
-    assert p.max_concurrent_seqs == 1126 // (8192 // 16) == 2
-    assert p.max_context_tokens == 18_016  # batch 1: every block to one sequence
+    assert p.kv_blocks == 2_510_803_042 // (16 * 163_840) == 957
+    assert p.kv_tokens == 957 * 16 == 15_312
+    assert p.max_concurrent_seqs == 957 // (8192 // 16) == 1
+    assert p.max_context_tokens == 15_312  # batch 1: every block to one sequence
     assert p.fits and p.shortfall_bytes == 0 and p.message.startswith("fits:")
 
 
@@ -75,19 +79,19 @@ def test_llama2_7b_on_one_a100_80gb():
     )
     assert params == 6_738_415_616  # the published "6.74B" of Llama-2-7b
     assert p.weight_bytes == 2 * params == 13_476_831_232
-    budget = int(A100_80_TOTAL * 0.9)  # 85,899,345,920 x 0.9 = 77,309,411,328
+    budget = int(A100_80_TOTAL * 0.9)  # 85,094,039,552 x 0.9 = 76,584,635,596.8 -> ...596
     # activations: an 8192-token chunk, 2 B each, of 2h + the widest intermediate
     # (gate/up output 2f + activation output f = 33,024 > qkv + attention output 16,384)
     act = 8192 * 2 * (2 * 4096 + 3 * 11008)
     assert act == 675_282_944 and act > 256 * 32000 * SAMPLER_BYTES_PER_LOGIT
     assert p.activation_bytes == act
     kv_budget = budget - 13_476_831_232 - act - DEFAULT_RUNTIME_RESERVE_BYTES
-    assert p.kv_budget_bytes == kv_budget == 62_083_555_328
+    assert p.kv_budget_bytes == kv_budget == 61_358_779_596
     block = 16 * 32 * 2 * 32 * 128 * 2  # 16 tokens x layers x (K, V) x heads x d x 2 B = 8 MiB
     assert p.kv_block_bytes == block == 8_388_608
-    assert p.kv_blocks == 62_083_555_328 // 8_388_608 == 7400
-    assert p.max_concurrent_seqs == 7400 // (4096 // 16) == 28
-    assert p.max_context_tokens == 7400 * 16  # one sequence may take every block
+    assert p.kv_blocks == 61_358_779_596 // 8_388_608 == 7314
+    assert p.max_concurrent_seqs == 7314 // (4096 // 16) == 28
+    assert p.max_context_tokens == 7314 * 16  # one sequence may take every block
 
 
 def test_llama2_7b_block_count_matches_vllm():
@@ -154,16 +158,17 @@ def test_mixtral_int4_weights_and_shortfall():
     assert total == 24_472_199_168  # 22.79 GiB: more than a 24 GB card's budget
 
     p = memory_plan("mixtral-8x7b", "rtx-4090", seq_len=4096, weight_dtype="int4")
-    budget = int(24564 * 2**20 * 0.9)  # 25,757,220,864 x 0.9 -> 23,181,498,777
+    # an RTX 4090 shows CUDA 23.64 GiB (torch's out-of-memory message; nvidia-smi 24564 MiB)
+    budget = int(round(23.64 * 2**30) * 0.9)  # 25,383,256,719 x 0.9 -> 22,844,931,047
     # the MoE chunk: 8192 tokens x 2 B x (2h + top-2 x (3 x f + h))
     act = 8192 * 2 * (2 * 4096 + 2 * (3 * 14336 + 4096))
     kv_budget = budget - total - act - DEFAULT_RUNTIME_RESERVE_BYTES
-    assert p.kv_budget_bytes == kv_budget == -4_042_163_815
+    assert p.kv_budget_bytes == kv_budget == -4_378_731_545
     seq = 32 * (4096 // 16) * 16 * (2 * 8 * 128 * 2)  # one 4096-token sequence: 512 MiB
     assert p.seq_kv_bytes == seq
     assert not p.fits and p.max_concurrent_seqs == 0 and p.kv_blocks == 0
-    assert p.shortfall_bytes == seq - kv_budget == 4_579_034_727
-    assert "does not fit: needs 4.58 GB (4.26 GiB) more per GPU" in p.message
+    assert p.shortfall_bytes == seq - kv_budget == 4_915_602_457
+    assert "does not fit: needs 4.92 GB (4.58 GiB) more per GPU" in p.message
     # zero points (AWQ-style, 4 bits per group) add n / 128 / 2 bytes per linear layer
     wz = weight_bytes_per_gpu(load_preset("mixtral-8x7b"), 1, 1, "int4", zero_point_bits=4)
     assert wz["mlp"] - wb["mlp"] == mlp // 128 // 2

@@ -135,12 +135,16 @@ def test_compare_marks_contexts_past_the_models_limit():
 def test_gpu_menu_says_which_memory_figure_a_plan_uses():
     at = open_page("capacity")
     options = at.selectbox(key="capacity:gpu").options
-    # H100 SXM: nvidia-smi shows 81,559 MiB = 79.65 GiB; H200: no driver log, nominal 141
-    assert "NVIDIA H100 SXM5 80GB: 79.65 GiB (nvidia-smi)" in options
-    assert "NVIDIA H200 SXM 141GB: 141.00 GiB (nominal)" in options
+    # H100 SXM: CUDA reports 79.19 GiB (nvidia-smi 81,559 MiB = 79.65 GiB, the driver keeps
+    # some); H100 PCIe: no published total, nominal 80
+    assert "NVIDIA H100 SXM5 80GB: 79.19 GiB (CUDA total)" in options
+    assert "NVIDIA H100 PCIe 80GB: 80.00 GiB (nominal)" in options
+    at = open_page("capacity", gpu="h100-pcie")
+    caps = " ".join(unescape(c.value) for c in at.caption)
+    assert "nominal 80GB HBM2e read as 80 GiB (no driver total published)" in caps
     at = open_page("capacity", gpu="h200")
     caps = " ".join(unescape(c.value) for c in at.caption)
-    assert "nominal 141GB HBM3e read as 141 GiB (no driver total published)" in caps
+    assert "CUDA total 139.8 GiB" in caps
 
 
 def test_compare_axes_use_the_tables_units():

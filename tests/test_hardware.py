@@ -73,10 +73,26 @@ def test_a100_dense_figures_are_stored_as_is():
 def test_memory_units():
     # "80GB" on an A100 is binary: 80 x 2^30 = 85,899,345,920 B (nvidia-smi: 81920 MiB)
     assert load_hardware("a100-80gb").memory_bytes == 85_899_345_920
-    # H100: nvidia-smi total 81559 MiB x 2^20 = 85,520,809,984 B is what a process sees
-    assert load_hardware("h100-sxm").total_memory_bytes == 81559 * 2**20 == 85_520_809_984
-    # L4 with ECC on: 23034 MiB of its 24 GiB (24576 MiB x 15/16 = 23040, less 6 MiB)
-    assert load_hardware("l4").total_memory_bytes == 23034 * 2**20
+    # H100: nvidia-smi total 81559 MiB x 2^20 = 85,520,809,984 B; a process sees what CUDA
+    # reports, 79.19 GiB in llm-d-planner's vLLM 0.19 logs: 79.19 x 2^30 = 85,029,615,042.56 B
+    h100 = load_hardware("h100-sxm")
+    assert h100.driver_total_bytes == 81559 * 2**20 == 85_520_809_984
+    assert h100.total_memory_bytes == 85_029_615_043
+    assert h100.total_memory_source == "CUDA total"
+    # L4 with ECC on: 23034 MiB of its 24 GiB (24576 MiB x 15/16 = 23040, less 6 MiB) in
+    # nvidia-smi; torch's out-of-memory messages on L4s print "total capacity of 22.03 GiB"
+    l4 = load_hardware("l4")
+    assert l4.driver_total_bytes == 23034 * 2**20
+    assert l4.total_memory_bytes == round(22.03 * 2**30)
+    # no published total at all: the nominal size
+    assert load_hardware("h100-pcie").total_memory_bytes == 80 * 2**30
+
+
+def test_cuda_total_cannot_exceed_the_drivers():
+    with pytest.raises(ValueError, match=r"'cuda_total_gib' must not exceed nvidia-smi's total"):
+        hardware_from_dict(
+            {**load_hardware("l4").model_dump(), "cuda_total_gib": 23.0}, origin="test"
+        )
     # a decimal-GB custom part: 16 GB = 16 x 10^9 B
     custom = hardware_from_dict(
         {
@@ -94,7 +110,9 @@ def test_memory_units():
 def test_b200_and_mi300x_figures():
     b = load_hardware("b200")
     assert b.peak_flops_per_s("fp4") == 9000e12  # 18 PFLOPS with sparsity
-    assert b.total_memory_bytes == 183359 * 2**20
+    assert b.driver_total_bytes == 183359 * 2**20  # nvidia-smi
+    # torch's out-of-memory messages on B200s: "total capacity of 178.35 GiB"
+    assert b.total_memory_bytes == round(178.35 * 2**30)
     m = load_hardware("mi300x")
     assert m.peak_flops_per_s("fp8") == 2614.9e12  # AMD lists dense figures
     assert m.interconnect_bytes_per_s == 448e9  # 7 x 128 GB/s, both directions, halved

@@ -29,7 +29,7 @@ def test_plan_table_states_gb_and_gib(capsys):
     assert "GB = 10^9 B, GiB = 2^30 B" in out
     # weights per GPU: 2 x 35,277,512,704 parameters (see test_capacity)
     assert "70,555,025,408 B = 70.56 GB = 65.71 GiB" in out
-    assert "1,126 (18,016 tokens)" in out  # KV blocks of 16 tokens
+    assert "957 (15,312 tokens)" in out  # KV blocks of 16 tokens (see test_capacity)
     assert "TTFT" in out and "TPOT" in out and out.rstrip().splitlines()[-1].startswith("fits:")
 
 

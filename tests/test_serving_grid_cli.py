@@ -82,6 +82,7 @@ def test_cli_prints_the_engine_lines(capsys):
         (["--max-batched-tokens", "4096"], "'--max-batched-tokens' is not an engine setting"),
         (["--mem-fraction-static", "0.8"], "'--mem-fraction-static' is an SGLang setting"),
         (["--seq", "200000"], "User-specified max_model_len (200000) is greater"),
+        (["--gpu-memory-gib", "80"], "'--gpu-memory-gib' must be in (0, 79.65]"),
     ],
 )
 def test_cli_bad_settings_exit_2_with_one_line(capsys, argv, message):
@@ -89,6 +90,24 @@ def test_cli_bad_settings_exit_2_with_one_line(capsys, argv, message):
     err = capsys.readouterr().err
     assert rc == 2
     assert message in err and err.count("\n") == 1
+
+
+def _available(capsys, *extra) -> float:
+    argv = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--json"]
+    rc = main([*argv, "--engine-version", "0.19.0", "--seq", "8192", "--util", "0.95", *extra])
+    assert rc == 0
+    return json.loads(capsys.readouterr().out)["available_kv_cache_gib"]
+
+
+def test_cli_gpu_memory_is_cudas_total_and_can_be_given(capsys):
+    # llm-d-planner's vLLM 0.19.0 run of Llama-3.1-8B on one H100 (benchmarks/engine_logs/
+    # llmd-019-llama31-8b-tp1-8192.toml; CUDA's total there is 79.19 GiB, the preset's):
+    # "Available KV cache memory: 58.11 GiB"
+    assert _available(capsys) == 58.11
+    assert _available(capsys, "--gpu-memory-gib", "79.19") == 58.11
+    # vLLM: available = total x gpu_memory_utilization - non-KV memory, so 1 GiB less in total is
+    # 0.95 GiB less available: 58.11 - 0.95 = 57.16
+    assert _available(capsys, "--gpu-memory-gib", "78.19") == 57.16
 
 
 def test_cli_refused_deployment_exits_2_with_the_engine_error(capsys):

@@ -125,15 +125,25 @@ def memory_kwargs(args) -> dict:
     )
 
 
-def gpu_arg(text: str):
-    """A hardware preset, ignoring case, or a .toml path (calc.hardware.resolve_hardware)."""
+def gpu_arg(text: str, total_gib: float | None = None):
+    """A hardware preset, ignoring case, or a .toml path (calc.hardware.resolve_hardware);
+    `total_gib` (--gpu-memory-gib) replaces the total CUDA reports."""
     from calc.hardware import list_hardware, resolve_hardware
 
     folded = {n.casefold(): n for n in list_hardware()}
     name = folded.get(text.strip().casefold(), text)
     if name == text and Path(text).is_dir():
         raise ValueError(f"'--gpu' {text!r} is a directory: pass a hardware preset or a .toml file")
-    return resolve_hardware(name)
+    hw = resolve_hardware(name)
+    if total_gib is None:
+        return hw
+    most = round(hw.driver_total_bytes / GIB, 2)  # as a log prints it
+    if not 0 < total_gib <= most:
+        raise ValueError(
+            f"'--gpu-memory-gib' must be in (0, {most:.2f}] ({hw.name}'s "
+            f"{'nvidia-smi' if hw.driver_total_mib else 'nominal'} total): got {total_gib:g}"
+        )
+    return hw.model_copy(update={"cuda_total_gib": total_gib})
 
 
 def add_commands(subparsers) -> None:
@@ -149,6 +159,14 @@ def add_commands(subparsers) -> None:
         required=True,
         metavar="GPU",
         help="hardware preset (see `kvcalc hardware`) or a .toml in that schema",
+    )
+    p.add_argument(
+        "--gpu-memory-gib",
+        type=_float,
+        default=None,
+        metavar="X",
+        help="total memory per GPU as CUDA reports it (vLLM logs it as total_gpu_memory, "
+        "torch's out-of-memory error as 'total capacity'; default: the preset's)",
     )
     p.add_argument(
         "--gpus", type=int_at_least(1, "gpus"), default=1, metavar="N", help="GPUs (default 1)"
@@ -217,7 +235,7 @@ def cmd_plan(args) -> int:
     from calc.plan import plan
     from calc.presets import resolve_model
 
-    spec, hw = resolve_model(args.model), gpu_arg(args.gpu)
+    spec, hw = resolve_model(args.model), gpu_arg(args.gpu, args.gpu_memory_gib)
     p = plan(
         spec,
         hw,

@@ -16,9 +16,9 @@ def print_plan(p, spec, hw) -> None:
         f"weights {m.weight_dtype}, KV cache {m.kv_dtype}"
     )
     print("memory per GPU (GB = 10^9 B, GiB = 2^30 B)")
-    total_src = (
-        "nvidia-smi total" if hw.driver_total_mib else f"nominal {hw.memory_published or ''}"
-    )
+    total_src = hw.total_memory_source
+    if total_src == "nominal":
+        total_src = f"nominal {hw.memory_published or ''}"
     print_pairs(
         [
             (f"total ({total_src.strip()})", fmt_bytes(m.total_memory_bytes)),

@@ -167,12 +167,12 @@ def engine_settings(args, spec) -> dict:
 
 
 def cmd_engine_plan(args) -> int:
+    from calc.cli.plan import gpu_arg
     from calc.presets import resolve_model
     from calc.serving.calibrate import load_calibration
-    from calc.serving.hardware import resolve_hardware
     from calc.serving.plan import engine_plan
 
-    spec, hw = resolve_model(args.model), resolve_hardware(args.gpu)
+    spec, hw = resolve_model(args.model), gpu_arg(args.gpu, args.gpu_memory_gib)
     settings = engine_settings(args, spec)
     cal = load_calibration(args.calibration) if args.calibration else None
     p = engine_plan(

@@ -70,8 +70,7 @@ def _gpu(case: dict):
         # V1's batch defaults depend on nothing else)
         hw = load_hardware("h100-sxm").model_copy(update={"name": case.get("gpu", "unknown")})
     if "total_gpu_memory_gib" in case:  # what CUDA reported in this log
-        mib = round(case["total_gpu_memory_gib"] * 1024)
-        hw = hw.model_copy(update={"driver_total_mib": mib})
+        hw = hw.model_copy(update={"cuda_total_gib": case["total_gpu_memory_gib"]})
     return hw
 
 

@@ -5,7 +5,12 @@ Figures are stored as the datasheet publishes them and converted here, in code:
   gigabytes (an A100 80GB shows 81920 MiB = 80 GiB in nvidia-smi), so presets say "GiB" where
   the device's own total shows it. `driver_total_mib` is nvidia-smi's "Total" where a public log
   shows it (a little below the nominal size: the driver keeps some; GDDR cards with ECC on keep
-  1/16 more); capacity plans use it when given.
+  1/16 more). `cuda_total_gib` is what CUDA reports as the device total to a process
+  (torch.cuda.mem_get_info()[1]: vLLM logs it as total_gpu_memory, torch's out-of-memory error
+  as "total capacity"), lower again by the memory the driver reserves (nvidia-smi -q lists it
+  as "Reserved"): an H100 80GB HBM3 shows 81559 MiB = 79.65 GiB in nvidia-smi and 79.19 GiB to
+  CUDA. Plans use the first of CUDA's total, nvidia-smi's, the nominal size that is known;
+  SGLang's default rules use nvidia-smi's (`driver_total_bytes`), as SGLang reads it.
 - peak TFLOP/s per dtype: the published figure. NVIDIA's datasheets often print tensor-core
   rates "with sparsity" (2:4 structured sparsity doubles the math rate); such dtypes are listed
   in `peak_tflops_sparse` and halved here, because dense inference cannot use sparsity.
@@ -58,6 +63,7 @@ class HardwareSpec(BaseModel):
     memory_size: float = Field(gt=0)
     memory_unit: Literal["GB", "GiB"]  # what `memory_size` means in bytes (see module docstring)
     driver_total_mib: int | None = Field(default=None, gt=0)  # nvidia-smi "Total", if published
+    cuda_total_gib: float | None = Field(default=None, gt=0)  # CUDA's total, as a log prints it
     hbm_bandwidth_gb_per_s: float = Field(gt=0)  # decimal GB/s, as published
 
     # --- compute units (what start-up buffers are sized by) ---------------------------------
@@ -80,6 +86,13 @@ class HardwareSpec(BaseModel):
         for dtype, tflops in self.peak_tflops.items():
             if not tflops > 0:
                 raise ValueError(f"'peak_tflops.{dtype}' must be > 0: got {tflops!r}")
+        if self.cuda_total_gib is not None and self.cuda_total_gib > round(
+            self.driver_total_bytes / 2**30, 2
+        ):  # as a log prints it, to 2 decimals
+            raise ValueError(
+                f"'cuda_total_gib' must not exceed nvidia-smi's total "
+                f"({self.driver_total_bytes / 2**30:.2f} GiB): got {self.cuda_total_gib!r}"
+            )
         missing = [d for d in self.peak_tflops_sparse if d not in self.peak_tflops]
         if missing:
             raise ValueError(
@@ -107,11 +120,24 @@ class HardwareSpec(BaseModel):
         return round(self.memory_size * (2**30 if self.memory_unit == "GiB" else 10**9))
 
     @property
-    def total_memory_bytes(self) -> int:
-        """What a process can see: nvidia-smi's total when published, else the nominal size."""
+    def driver_total_bytes(self) -> int:
+        """nvidia-smi's total when published, else the nominal size."""
         if self.driver_total_mib is not None:
             return self.driver_total_mib * 2**20
         return self.memory_bytes
+
+    @property
+    def total_memory_bytes(self) -> int:
+        """What a process can see: CUDA's total when published, else `driver_total_bytes`."""
+        if self.cuda_total_gib is not None:
+            return round(self.cuda_total_gib * 2**30)
+        return self.driver_total_bytes
+
+    @property
+    def total_memory_source(self) -> str:
+        if self.cuda_total_gib is not None:
+            return "CUDA total"
+        return "nvidia-smi total" if self.driver_total_mib is not None else "nominal"
 
     @property
     def hbm_bandwidth_bytes_per_s(self) -> float:

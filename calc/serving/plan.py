@@ -83,7 +83,9 @@ def prepare(
     if config is None:
         config = engine_config(
             engine,
-            gpu_memory_gib=hw.total_memory_bytes / GIB,
+            # SGLang's rules read nvidia-smi's total; vLLM's, torch's device total (CUDA's)
+            gpu_memory_gib=(hw.driver_total_bytes if engine == "sglang" else hw.total_memory_bytes)
+            / GIB,
             gpu_name=hw.name,
             gpu_vendor=hw.vendor,
             model_max_len=spec.max_position_embeddings,
