@@ -80,8 +80,9 @@ def check_plannable(spec: ModelSpec) -> None:
     )  # fmt: skip
     if why:
         raise ValueError(
-            f"'model' {spec.name!r} has {why}, which this memory planner does not model yet: "
-            "see kvcalc kv / attention for its cache and FLOPs"
+            f"'model' {spec.name!r} has {why}, which this generic memory planner does not model: "
+            "plan it as the engine does with --engine vllm or --engine sglang "
+            "(calc.serving.engine_plan); kvcalc kv / attention show its cache and FLOPs"
         )
 
 

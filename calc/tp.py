@@ -15,7 +15,7 @@ and say why the rest does not.
 from __future__ import annotations
 
 from calc.errors import check_count
-from calc.sharding import check_parallel
+from calc.sharding import check_parallel, check_plannable
 from calc.spec import ModelSpec
 
 
@@ -49,6 +49,7 @@ def tp_rule(spec: ModelSpec) -> str:
 def pick_tp(spec: ModelSpec, gpus: int) -> tuple[int, str | None]:
     """The largest tensor-parallel degree that works on `gpus` GPUs (tp = gpus when it can),
     and a note saying why it is not `gpus`, or None. A ValueError when no split works."""
+    check_plannable(spec)  # a model the planner refuses is refused for that reason, not its split
     tps = valid_tps(spec, gpus)
     if not tps:
         raise ValueError(

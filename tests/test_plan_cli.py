@@ -227,3 +227,14 @@ def test_engine_plan_takes_the_releases_own_utilization_unless_util_is_given(cap
     rc, out, _ = run(capsys, *base, "--engine-version", "0.20.0", "--util", "0.9", "--json")
     lower = json.loads(out)["available_kv_cache_bytes"]
     assert default - lower == pytest.approx(0.02 * api.total_memory_bytes, abs=1)
+
+
+def test_a_model_the_generic_planner_refuses_says_why_and_where_to_go(capsys):
+    # gpt-oss has attention sinks (config.json: no field; transformers' GptOssAttention.sinks):
+    # with or without --tp the one-line error names that, not the GPU split, and points to the
+    # engine plans that model it
+    for extra in ([], ["--tp", "1"]):
+        rc, out, err = run(capsys, "plan", "gpt-oss-120b", "--gpu", "h100-sxm", *extra)
+        assert rc == 2 and out == "" and err.count("\n") == 1
+        assert "has attention sinks or gates" in err and "--engine vllm" in err
+        assert "cannot be split" not in err
