@@ -59,6 +59,17 @@ def spec_from_toml_text(text: str, origin: str = "<toml>") -> ModelSpec:
 
 
 def _validate(data: object, origin: str) -> ModelSpec:
+    if isinstance(data, dict) and "quantization_config" in data:
+        # the published checkpoint's config.json quantization_config, verbatim (gpt-oss: MXFP4
+        # experts; DeepSeek-V3: fp8 blocks): read as calc.hf reads a config.json
+        from calc.quant import parse_quantization_config
+
+        data = dict(data)
+        qc = data.pop("quantization_config")
+        dtype = data.get("checkpoint_dtype") or "bf16"
+        data["quantization"] = parse_quantization_config(
+            qc, dtype=dtype, origin=f"{origin}: quantization_config"
+        )
     return datafiles.validate(ModelSpec, data, origin, "spec")
 
 

@@ -119,8 +119,26 @@ def test_every_modern_preset_has_a_fixture():
 def test_preset_is_its_config(name):
     preset = calc.load_preset(name)
     imported = calc.from_hf_config(FIXTURES / f"{name}.json", name=name)
-    keep = {k: getattr(preset, k) for k in META}
+    # a preset whose published checkpoint is quantized (gpt-oss: MXFP4 experts; DeepSeek-V3 / R1,
+    # Kimi K2: fp8 blocks) carries that checkpoint's quantization_config and dtype: they must be
+    # the fixture config.json's
+    meta = META if preset.quantization is None else META[:-2]
+    keep = {k: getattr(preset, k) for k in meta}
     assert imported.model_copy(update=keep) == preset
+
+
+def test_quantized_checkpoint_presets():
+    quantized = {n for n in MODERN if calc.load_preset(n).quantization is not None}
+    assert quantized == {"gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2"}
+    # every fixture config.json that has a quantization_config is such a preset
+    import json
+
+    with_qc = {
+        n
+        for n in MODERN
+        if "quantization_config" in json.loads((FIXTURES / f"{n}.json").read_text())
+    }
+    assert with_qc == quantized
 
 
 @pytest.mark.parametrize("name", sorted(MODERN))

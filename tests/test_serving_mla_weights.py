@@ -44,8 +44,10 @@ def test_unquantized_mla_keeps_views_only(monkeypatch):
     """bf16: no copy; weight_dtype fp8 (kv_b_proj quantized): 61 x 4 MiB more on each TP 8 rank."""
     from calc.serving import sharding
 
-    spec = calc.load_preset("deepseek-v3")
-    assert spec.quantization is None
+    # the model as a bf16 checkpoint (the preset is the published fp8 one)
+    spec = calc.load_preset("deepseek-v3").model_copy(
+        update={"quantization": None, "checkpoint_dtype": None}
+    )
     rank_weight_bytes.cache_clear()
     bf16, fp8 = (rank_weight_bytes(spec, 8, 1, wd)[0] for wd in ("bf16", "fp8"))
     monkeypatch.setattr(sharding, "mla_kv_b_copy_bytes", lambda *a: 0)
