@@ -14,7 +14,7 @@ W8A8 int8 / fp8 channel, GPTQ through Machete on Hopper: calc.serving.quant_tens
 allocates for each layer (fp32 scales, GPTQ's g_idx, Machete's prepack), through torch's caching
 allocator as for unquantized weights (calc.serving.allocator). Other schemes count the stored
 bytes: vLLM's repacks (Marlin for GPTQ / AWQ on other GPUs) and its padding are not modelled there
-(MXFP4's Marlin padding is: calc.serving.mxfp4).
+(MXFP4's Marlin and Triton layouts are: calc.serving.mxfp4).
 
 Runtime fp8 (vllm/model_executor/layers/quantization/fp8.py, Fp8LinearMethod /
 Fp8MoEMethod with is_checkpoint_fp8_serialized False): every LinearBase of the decoder layers
