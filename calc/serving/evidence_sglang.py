@@ -1,9 +1,12 @@
 """SGLang's start-up logs against kvcalc (calc.serving.evidence): the pool's token count from
-the logged free memory, the K / KV buffer size from the logged #tokens, the weights."""
+the logged free memory, the K / KV buffer size from the logged #tokens, the weights; then from
+first principles (no logged memory): the free memory before the weights (SGLang's "total",
+calc.serving.sglang_memory), #tokens and the K / KV size, and the default mem_fraction_static
+against the one server_args printed."""
 
 from __future__ import annotations
 
-from calc.serving.evidence_checks import HALF, Check, _eq, _pct
+from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _pct
 from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
@@ -14,6 +17,7 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
     t = log["max_total_num_tokens"]
     out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
+    out += _sglang_first_principles(case, spec, hw, s, cfg)
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
         kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
         want = f"{log['kv_size_gib']:.2f}"
@@ -49,8 +53,47 @@ def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
 def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
     """'Load weight end ... mem usage=X GB': the load's allocation on one rank, 0.01 GiB."""
     log = case["logged"]
-    if "weights_gib" not in log:
+    before = log.get("sglang_avail_before_weights_gib")
+    after = log.get("sglang_avail_after_weights_gib")
+    want = log.get("weights_gib")
+    if want is None and before is not None and after is not None:
+        want = round(before - after, 2)  # releases that print no "mem usage" (0.4.1)
+    if want is None:
         return []
     wd = case.get("weight_dtype", "bf16")
     p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
-    return [_pct(case["id"], "weights_gib", log["weights_gib"], p.weights_bytes / GIB)]
+    return [_pct(case["id"], "weights_gib", want, p.weights_bytes / GIB)]
+
+
+def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> list[Check]:
+    """kvcalc's own plan (no logged memory) beside the log, under the names vLLM's first-principles
+    checks use: non_torch_gib = what start-up took before "Load weight begin. avail mem" (total
+    - that figure; target 0.1 GiB), available_kv_cache_gib = the token pool (K + V size, or the
+    MLA KV size; target 2 %, #tokens in the note); and the default mem_fraction_static where
+    server_args printed one with no flag."""
+    cid, log = case["id"], case["logged"]
+    if "dp-attention" in case.get("categories", []):
+        why = "DP attention: each DP rank's memory (replicated attention weights) is not modelled"
+        return [Check(cid, "first principles", "-", "-", "not modelled", why)]
+    wd = case.get("weight_dtype", "bf16")
+    p = engine_plan(spec, hw, "sglang", weight_dtype=wd, **s)
+    out = []
+    if "sglang_avail_before_weights_gib" in log:
+        used = p.total_memory_bytes / GIB - log["sglang_avail_before_weights_gib"]
+        out.append(_abs(cid, "non_torch_gib", round(used, 4), p.non_torch_bytes / GIB))
+    if "k_size_gib" in log or "kv_size_gib" in log:
+        want = log.get("kv_size_gib") or log["k_size_gib"] + log["v_size_gib"]
+        mine = p.k_size_gib if "kv_size_gib" in log else 2 * p.k_size_gib
+        c = _pct(cid, "available_kv_cache_gib", round(want, 2), mine)
+        t = log["max_total_num_tokens"]
+        note = f"{c.note}; #tokens {p.gpu_kv_cache_tokens:,} for {t:,} ({_pct_of(p.gpu_kv_cache_tokens, t)})"
+        out.append(Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, note))
+    if "mem_fraction_static_printed" in log and "mem_fraction_static" not in s:
+        printed = log["mem_fraction_static_printed"]
+        mine = round(cfg.mem_fraction_static, 3)
+        out.append(_eq(cid, "default mem_fraction_static", printed, mine))
+    return out
+
+
+def _pct_of(mine, logged) -> str:
+    return f"{100 * (mine - logged) / logged:+.2f} %"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from calc.plan_core import minimum
 from calc.serving import memory as m
-from calc.serving.overheads import non_torch_bytes
+from calc.serving.sglang_memory import sglang_init_used_bytes
 
 GIB = 2**30
 # In these releases the one-request check (and its "estimated maximum model length") counted
@@ -99,11 +99,15 @@ def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
     return [m.vllm_available_bytes(total, utilization, w, act, nt, cg) for w in weights]
 
 
-def sglang_init_used(config, calibration) -> int:
-    """Memory SGLang's start-up takes before it measures what is free (calibrated or the
-    non-torch estimate)."""
+def sglang_init_used(config, calibration, gpu: str = "") -> int:
+    """Memory SGLang's start-up takes before it measures what is free: a calibration's, else
+    the CUDA context and the distributed set-up of the TP x PP world on `gpu` (a hardware
+    preset name; calc.serving.sglang_memory)."""
     cal = calibration or {}
-    return int(cal.get("init_used_bytes", non_torch_bytes(config.tensor_parallel_size, 1)))
+    if "init_used_bytes" in cal:
+        return int(cal["init_used_bytes"])
+    world = config.tensor_parallel_size * config.pipeline_parallel_size
+    return sglang_init_used_bytes(world, gpu)
 
 
 def sglang_rest(weights, total, init_used, mem_fraction_static):

@@ -56,6 +56,10 @@ PATTERNS: dict[str, re.Pattern] = {
     "sglang_avail_after_weights_gib": re.compile(
         rf"Load weight end\..*avail mem={_NUM} GB, mem usage={_NUM} GB"
     ),
+    # SGLang 0.4.1: "KV Cache is allocated. K size: ..." has no #tokens, "Load weight end" no
+    # mem usage; the count is the max_total_num_tokens= line's
+    "sglang_max_total_line": re.compile(rf"max_total_num_tokens={_NUM}"),
+    "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
 # llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
 LLMD_JSON = {
@@ -75,6 +79,7 @@ _INT_KEYS = {
     "num_gpu_blocks",
     "estimated_max_model_len",
     "max_total_num_tokens",
+    "sglang_max_total_line",
 }
 
 
@@ -118,6 +123,10 @@ def parse_log(text: str) -> dict:
         out.setdefault("available_kv_cache_gib", out.pop("refused_available_gib"))
     for key, name in (("torch_peak_increase_gib", "activation_peak_gib"),
                       ("non_torch_increase_gib", "non_torch_gib")):  # fmt: skip
+        if key in out:
+            out.setdefault(name, out.pop(key))
+    for key, name in (("sglang_max_total_line", "max_total_num_tokens"),
+                      ("sglang_avail_after_no_usage", "sglang_avail_after_weights_gib")):  # fmt: skip
         if key in out:
             out.setdefault(name, out.pop(key))
     if "v0_kv_cache_gib" in out:

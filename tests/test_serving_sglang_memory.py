@@ -1,0 +1,88 @@
+"""SGLang's memory before the weights load (calc.serving.sglang_memory) and the plans built on
+it, against published start-up logs (benchmarks/engine_logs/sglang-*.toml, each citing its
+source). The calibrated terms are checked on logs they were not taken from where one exists;
+the figures of the calibration logs are checked only where they do not enter the calibration
+(#tokens, K size)."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from calc.serving.evidence import case_spec, evaluate
+from calc.serving.hardware import load_hardware
+from calc.serving.plan import GIB, engine_plan
+from calc.serving.sglang_memory import custom_allreduce_bytes, init_used_parts
+
+LOGS = Path(__file__).resolve().parents[1] / "benchmarks" / "engine_logs"
+MIB = 2**20
+
+
+def _case(name: str) -> dict:
+    return tomllib.loads((LOGS / f"{name}.toml").read_text())
+
+
+def test_custom_allreduce_buffers_from_source():
+    # custom_all_reduce.py (sglang @ 5c8bd8b51, unchanged since 9c58e68b4): _MAX_CAR_SIZE =
+    # 8192 * 1024; create_shared_buffer(ops.meta_size() + max_size) and (max_size) are
+    # cudaMalloc calls (2 MiB pages: 8 MiB + a few KiB -> 10 MiB; 8 MiB); rank_data =
+    # torch.empty(max_size) comes from the caching allocator's 20 MiB segment (1-10 MiB sizes)
+    assert custom_allreduce_bytes() == (10 + 8 + 20) * MIB
+
+
+def test_tp1_has_no_communicator_buffers():
+    # GroupCoordinator builds PyNcclCommunicator / CustomAllreduce only if world_size > 1
+    parts = init_used_parts(1, "h100-sxm")
+    assert parts["nccl"] == parts["custom_allreduce"] == 0
+
+
+def test_pcie_gpus_get_no_custom_allreduce():
+    assert init_used_parts(4, "l4")["custom_allreduce"] == 0
+    assert init_used_parts(8, "h200")["custom_allreduce"] == custom_allreduce_bytes()
+
+
+def test_pipeline_ranks_count_in_the_world():
+    one = engine_plan("llama-3.1-8b", "l40s", "sglang", version="0.4.6", tensor_parallel_size=2)
+    pp = engine_plan(
+        "llama-3.1-8b", "l40s", "sglang", version="0.4.6", tensor_parallel_size=2,
+        pipeline_parallel_size=2,
+    )  # fmt: skip
+    assert pp.non_torch_bytes > one.non_torch_bytes
+
+
+@pytest.mark.parametrize(
+    "name, tokens",
+    [
+        # "max_total_num_tokens=444500" (docs.sglang.ai Quick Start, 2025-01-23, H100, TP 1)
+        ("sglang-docs-llama31-8b-h100-tp1", 444_500),
+        # "#tokens: 2795207" (sglang PR #11716, H200, TP 8)
+        ("sglang-11716-llama-70b-h200-tp8", 2_795_207),
+        # "#tokens: 367404" (vllm#21348, SGLang on 4 x H100, Qwen3-235B-A22B-FP8, 0.93)
+        ("sglang-21348-qwen3-235b-fp8-tp4", 367_404),
+    ],
+)
+def test_token_pool_from_first_principles_within_2_percent(name, tokens):
+    case = _case(name)
+    s = dict(case.get("settings", {}), version=case["version"])
+    p = engine_plan(
+        case_spec(case), load_hardware(case["gpu"]), "sglang",
+        weight_dtype=case.get("weight_dtype", "bf16"), **s,
+    )  # fmt: skip
+    assert abs(p.gpu_kv_cache_tokens - tokens) / tokens <= 0.02
+
+
+def test_h200_tp8_free_memory_before_the_weights():
+    # PR #11716: "Load weight begin. avail mem=137.29 GB" on 6 of 8 ranks (SGLang's total is the
+    # minimum); the H200 is 139.80 GiB to CUDA. Within 0.15 GiB: the NVSwitch term comes from
+    # this log's "Init torch distributed ends" (2.01 GB), the CUDA context from an H100's
+    p = engine_plan(
+        "llama-3.1-70b", "h200", "sglang", version="0.5.3.post2", tensor_parallel_size=8
+    )
+    assert abs((p.total_memory_bytes - p.non_torch_bytes) / GIB - 137.29) <= 0.15
+
+
+def test_default_mem_fraction_matches_printed_server_args():
+    # server_args printed mem_fraction_static=0.88 with no flag (docs.sglang.ai, 2025-01-23)
+    checks = evaluate(_case("sglang-docs-llama31-8b-h100-tp1"))
+    got = [c for c in checks if c.figure == "default mem_fraction_static"]
+    assert got and got[0].logged == 0.88 and got[0].verdict == "exact"
