@@ -165,6 +165,10 @@ def test_v07_profile_sum_counts_only_the_profile_runs_non_torch_increase():
     assert round(got / 2**30, 2) == 4.60
     case = next(c for c in CASES if c["id"] == "vllm-aqua-llama31-8b-131k-v0-profile")
     (check,) = [c for c in evaluate(case) if c.figure == "non_torch_gib"]
-    assert abs(check.kvcalc - 0.05) <= 0.1  # the 1 GiB reserve of 0.6.4 and before is not
+    assert abs(check.kvcalc - 0.05) <= 0.1  # the whole of 0.6.4 and before is not
+    # 0.6.4 counted all non-torch memory: vllm-10517 logged "non_torch_memory=0.35GiB" for one
+    # RTX 3090 (the CUDA context; no NCCL at TP 1). kvcalc's CUDA context is the calibration
+    # taken on SGLang's H100 TP 1 start-up: 79.19 - 78.81 = 0.38 GiB
     old = engine_plan("llama-3.1-8b", "rtx-3090", version="0.6.4", max_model_len=20000)
-    assert old.non_torch_bytes == 2**30  # vllm-10517 (0.6.4) logged 0.35 GiB: all non-torch
+    assert old.non_torch_bytes == int(0.38 * 2**30)
+    assert abs(old.non_torch_bytes / 2**30 - 0.35) <= 0.1
