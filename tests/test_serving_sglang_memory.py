@@ -86,3 +86,12 @@ def test_default_mem_fraction_matches_printed_server_args():
     checks = evaluate(_case("sglang-docs-llama31-8b-h100-tp1"))
     got = [c for c in checks if c.figure == "default mem_fraction_static"]
     assert got and got[0].logged == 0.88 and got[0].verdict == "exact"
+
+
+def test_nvswitch_is_read_from_the_presets_interconnect():
+    from calc.serving.sglang_memory import nvswitch
+
+    # presets/hardware: "NVLink 3 (NVSwitch)" (A100 SXM), "NVLink 4 (NVSwitch)" (H100 SXM, H200),
+    # "NVLink 5 (NVSwitch)" (B200); PCIe cards and unknown names are not
+    assert [nvswitch(g) for g in ("a100-80gb", "h100-sxm", "h200", "b200")] == [True] * 4
+    assert [nvswitch(g) for g in ("h100-pcie", "l4", "rtx-4090", "mi300x", "custom")] == [False] * 5

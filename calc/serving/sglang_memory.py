@@ -25,7 +25,7 @@ by then, on a GPU no other process uses:
 3. with TP > 1, NCCL's own buffers (PyNcclCommunicator's communicator, warmed up by an
    all_reduce): NCCL's channels, protocols and, on NVSwitch systems, NVLink SHARP (NVLS)
    buffers; not SGLang's code, calibrated:
-   - NVSwitch (H100 / H200 / B200 SXM): 1.97 GiB, sglang PR #11716 (H200, TP 8, 2025-10-16):
+   - NVSwitch (A100 / H100 SXM, H200, B200: the presets' interconnect): 1.97 GiB, sglang PR #11716 (H200, TP 8, 2025-10-16):
      "Init torch distributed ends. mem usage=2.01 GB" on 6 of 8 ranks (1.77, 1.96 on the
      others) less the custom all-reduce buffers;
    - PCIe: 0.065 GiB x (tp + 2): sglang#16920 (RTX 4090, TP 2, nccl 2.28.3, 2026-01-12:
@@ -50,7 +50,14 @@ CAR_META_SIZE_BOUND = 2 * MIB  # ops.meta_size() is a few KiB; cudaMalloc rounds
 TORCH_LARGE_SEGMENT = 20 * MIB  # c10 CUDACachingAllocator kLargeBuffer (1-10 MiB requests)
 NCCL_NVLS_BYTES = int(1.97 * GIB)  # calibrated (module docstring, 3)
 NCCL_PCIE_PER_RANK_BYTES = int(0.065 * GIB)  # calibrated: x (tp + 2)
-NVSWITCH_GPUS = ("h100-sxm", "h200", "b200")
+
+
+def nvswitch(gpu: str) -> bool:
+    """A hardware preset whose interconnect is NVLink through NVSwitch (the HGX / DGX parts:
+    A100 / H100 SXM, H200, B200); a custom or unknown GPU is taken as PCIe."""
+    from calc.serving.hardware import list_hardware, load_hardware
+
+    return gpu in list_hardware() and "NVSwitch" in load_hardware(gpu).interconnect
 
 
 def _round_up(n: int, to: int) -> int:
@@ -68,14 +75,14 @@ def nccl_bytes(tp: int, gpu: str) -> int:
     """NCCL's buffers for a TP group of `tp` ranks (calibrated, module docstring)."""
     if tp <= 1:
         return 0
-    if gpu in NVSWITCH_GPUS:
+    if nvswitch(gpu):
         return NCCL_NVLS_BYTES
     return NCCL_PCIE_PER_RANK_BYTES * (tp + 2)
 
 
 def init_used_parts(tp: int, gpu: str) -> dict[str, int]:
     """Bytes gone before "Load weight begin", by part."""
-    nvlink = gpu in NVSWITCH_GPUS
+    nvlink = nvswitch(gpu)
     return {
         "cuda_context": CUDA_CONTEXT_BYTES,
         "custom_allreduce": custom_allreduce_bytes() if tp > 1 and nvlink else 0,
