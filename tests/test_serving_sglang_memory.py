@@ -32,13 +32,13 @@ def test_custom_allreduce_buffers_from_source():
 
 def test_tp1_has_no_communicator_buffers():
     # GroupCoordinator builds PyNcclCommunicator / CustomAllreduce only if world_size > 1
-    parts = init_used_parts(1, "h100-sxm")
+    parts = init_used_parts(1, load_hardware("h100-sxm"))
     assert parts["nccl"] == parts["custom_allreduce"] == 0
 
 
 def test_pcie_gpus_get_no_custom_allreduce():
-    assert init_used_parts(4, "l4")["custom_allreduce"] == 0
-    assert init_used_parts(8, "h200")["custom_allreduce"] == custom_allreduce_bytes()
+    assert init_used_parts(4, load_hardware("l4"))["custom_allreduce"] == 0
+    assert init_used_parts(8, load_hardware("h200"))["custom_allreduce"] == custom_allreduce_bytes()
 
 
 def test_pipeline_ranks_count_in_the_world():
@@ -88,10 +88,12 @@ def test_default_mem_fraction_matches_printed_server_args():
     assert got and got[0].logged == 0.88 and got[0].verdict == "exact"
 
 
-def test_nvswitch_is_read_from_the_presets_interconnect():
+def test_nvswitch_is_read_from_the_gpus_interconnect():
     from calc.serving.sglang_memory import nvswitch
 
     # presets/hardware: "NVLink 3 (NVSwitch)" (A100 SXM), "NVLink 4 (NVSwitch)" (H100 SXM, H200),
     # "NVLink 5 (NVSwitch)" (B200); PCIe cards and unknown names are not
-    assert [nvswitch(g) for g in ("a100-80gb", "h100-sxm", "h200", "b200")] == [True] * 4
-    assert [nvswitch(g) for g in ("h100-pcie", "l4", "rtx-4090", "mi300x", "custom")] == [False] * 5
+    nvs = ("a100-80gb", "h100-sxm", "h200", "b200")
+    assert [nvswitch(load_hardware(g)) for g in nvs] == [True] * 4
+    pcie = ("h100-pcie", "l4", "rtx-4090", "mi300x")
+    assert [nvswitch(load_hardware(g)) for g in pcie] + [nvswitch(None)] == [False] * 5

@@ -137,7 +137,7 @@ def gpu_arg(text: str, total_gib: float | None = None):
     hw = resolve_hardware(name)
     if total_gib is None:
         return hw
-    most = round(hw.driver_total_bytes / GIB, 2)  # as a log prints it
+    most = hw.cuda_total_most_gib
     if not 0 < total_gib <= most:
         raise ValueError(
             f"'--gpu-memory-gib' must be in (0, {most:.2f}] ({hw.name}'s "

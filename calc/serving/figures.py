@@ -99,15 +99,15 @@ def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
     return [m.vllm_available_bytes(total, utilization, w, act, nt, cg) for w in weights]
 
 
-def sglang_init_used(config, calibration, gpu: str = "") -> int:
+def sglang_init_used(config, calibration, hw) -> int:
     """Memory SGLang's start-up takes before it measures what is free: a calibration's, else
-    the CUDA context and the distributed set-up of the TP x PP world on `gpu` (a hardware
-    preset name; calc.serving.sglang_memory)."""
+    the CUDA context and the distributed set-up of the TP x PP world on `hw` (a HardwareSpec;
+    calc.serving.sglang_memory)."""
     cal = calibration or {}
     if "init_used_bytes" in cal:
         return int(cal["init_used_bytes"])
     world = config.tensor_parallel_size * config.pipeline_parallel_size
-    return sglang_init_used_bytes(world, gpu)
+    return sglang_init_used_bytes(world, hw)
 
 
 def sglang_rest(weights, total, init_used, mem_fraction_static):

@@ -60,9 +60,7 @@ def engine_plan_grid(
                 frac = cols["mem_fraction_static"] * scale
             else:
                 frac = np.full(n_rows, cfg.mem_fraction_static)
-            rest = f.sglang_rest(
-                weights, total, f.sglang_init_used(cfg, calibration, hw.name), frac
-            )
+            rest = f.sglang_rest(weights, total, f.sglang_init_used(cfg, calibration, hw), frac)
         r = f.sglang_figures(lay, cfg, rest, L)
         avail = rest
     else:

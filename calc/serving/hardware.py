@@ -86,9 +86,7 @@ class HardwareSpec(BaseModel):
         for dtype, tflops in self.peak_tflops.items():
             if not tflops > 0:
                 raise ValueError(f"'peak_tflops.{dtype}' must be > 0: got {tflops!r}")
-        if self.cuda_total_gib is not None and self.cuda_total_gib > round(
-            self.driver_total_bytes / 2**30, 2
-        ):  # as a log prints it, to 2 decimals
+        if self.cuda_total_gib is not None and self.cuda_total_gib > self.cuda_total_most_gib:
             raise ValueError(
                 f"'cuda_total_gib' must not exceed nvidia-smi's total "
                 f"({self.driver_total_bytes / 2**30:.2f} GiB): got {self.cuda_total_gib!r}"
@@ -125,6 +123,11 @@ class HardwareSpec(BaseModel):
         if self.driver_total_mib is not None:
             return self.driver_total_mib * 2**20
         return self.memory_bytes
+
+    @property
+    def cuda_total_most_gib(self) -> float:
+        """The most CUDA's total can be: the driver's, in GiB as a log prints it (2 decimals)."""
+        return round(self.driver_total_bytes / 2**30, 2)
 
     @property
     def total_memory_bytes(self) -> int:

@@ -130,7 +130,7 @@ def non_torch_bytes(tp: int, pp: int) -> int:
     )
 
 
-def vllm_non_torch_bytes(config, gpu: str = "") -> int:
+def vllm_non_torch_bytes(config, hw=None) -> int:
     """The non-torch term of vLLM's sum on one GPU: the profile run's increase from the
     releases that count from a baseline (NON_TORCH_INCREASE_*_FROM), else calc.capacity's
     reserve for all memory outside torch. vLLM V1 0.15.0-0.19.x on an H100: the llm-d-planner
@@ -150,7 +150,7 @@ def vllm_non_torch_bytes(config, gpu: str = "") -> int:
         # (mem_get_info's used - torch's allocated; vllm PR #10511 counted from a baseline from
         # 0.6.5): the CUDA context and the TP group's NCCL / custom all-reduce buffers, as
         # calc.serving.sglang_memory models them for SGLang's start-up (same code lineage)
-        return sglang_init_used_bytes(tp * pp, gpu)
+        return sglang_init_used_bytes(tp * pp, hw)
     start = NON_TORCH_INCREASE_V1_FROM if config.is_v1 else NON_TORCH_INCREASE_V0_FROM
     if tp * pp == 1 and v >= start:
         return NON_TORCH_INCREASE_BYTES
@@ -293,4 +293,4 @@ def overheads(spec, config, wd, calibration, hw=None):
     if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
         given = config.cudagraph_memory_gib
         cg = int((CUDAGRAPH_ESTIMATE_GIB if given is None else given) * GIB)
-    return act, vllm_non_torch_bytes(config, hw.name if hw is not None else ""), cg
+    return act, vllm_non_torch_bytes(config, hw), cg

@@ -223,7 +223,7 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         rest, source = f.given_bytes(given_gib), "given"
         init_used = None
     else:
-        init_used = f.sglang_init_used(config, calibration, hw.name)
+        init_used = f.sglang_init_used(config, calibration, hw)
         rest = f.sglang_rest(weights, total, init_used, config.mem_fraction_static)
         source = "calibrated" if calibration else "derived"
     r = f.sglang_figures(lay, config, rest, L)

@@ -52,12 +52,10 @@ NCCL_NVLS_BYTES = int(1.97 * GIB)  # calibrated (module docstring, 3)
 NCCL_PCIE_PER_RANK_BYTES = int(0.065 * GIB)  # calibrated: x (tp + 2)
 
 
-def nvswitch(gpu: str) -> bool:
-    """A hardware preset whose interconnect is NVLink through NVSwitch (the HGX / DGX parts:
-    A100 / H100 SXM, H200, B200); a custom or unknown GPU is taken as PCIe."""
-    from calc.serving.hardware import list_hardware, load_hardware
-
-    return gpu in list_hardware() and "NVSwitch" in load_hardware(gpu).interconnect
+def nvswitch(hw) -> bool:
+    """A GPU whose interconnect is NVLink through NVSwitch (the HGX / DGX parts: A100 / H100
+    SXM, H200, B200; HardwareSpec.interconnect); None (a GPU kvcalc does not know) is PCIe."""
+    return hw is not None and "NVSwitch" in hw.interconnect
 
 
 def _round_up(n: int, to: int) -> int:
@@ -71,25 +69,26 @@ def custom_allreduce_bytes() -> int:
     return meta + _round_up(CAR_MAX_SIZE, 2 * MIB) + TORCH_LARGE_SEGMENT
 
 
-def nccl_bytes(tp: int, gpu: str) -> int:
+def nccl_bytes(tp: int, hw) -> int:
     """NCCL's buffers for a TP group of `tp` ranks (calibrated, module docstring)."""
     if tp <= 1:
         return 0
-    if nvswitch(gpu):
+    if nvswitch(hw):
         return NCCL_NVLS_BYTES
     return NCCL_PCIE_PER_RANK_BYTES * (tp + 2)
 
 
-def init_used_parts(tp: int, gpu: str) -> dict[str, int]:
-    """Bytes gone before "Load weight begin", by part."""
-    nvlink = nvswitch(gpu)
+def init_used_parts(tp: int, hw) -> dict[str, int]:
+    """Bytes gone before "Load weight begin", by part, on `hw` (a HardwareSpec, or None)."""
+    nvlink = nvswitch(hw)
     return {
         "cuda_context": CUDA_CONTEXT_BYTES,
         "custom_allreduce": custom_allreduce_bytes() if tp > 1 and nvlink else 0,
-        "nccl": nccl_bytes(tp, gpu),
+        "nccl": nccl_bytes(tp, hw),
     }
 
 
-def sglang_init_used_bytes(tp: int, gpu: str) -> int:
-    """What SGLang's start-up takes before it measures its "total" (module docstring)."""
-    return sum(init_used_parts(tp, gpu).values())
+def sglang_init_used_bytes(tp: int, hw) -> int:
+    """What SGLang's start-up takes before it measures its "total" (module docstring); vLLM up
+    to 0.6.4 counted the same memory as non-torch (calc.serving.overheads)."""
+    return sum(init_used_parts(tp, hw).values())
