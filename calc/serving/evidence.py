@@ -187,7 +187,26 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             nt = log["non_torch_gib"]
             out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
+    elif _gpu(case) is not None and groups == 1 and "available_kv_cache_gib" not in log:
+        out += _from_logged_blocks(case, spec, hw, wd, s, cfg, lay)
     return out
+
+
+def _from_logged_blocks(case, spec, hw, wd, s, cfg, lay) -> list[Check]:
+    """A log that prints blocks or tokens but not the memory (V0 before 0.7, refusals): the
+    memory the blocks fill, n x block bytes (+ half a block: the floor's mean remainder),
+    against the first-principles figure."""
+    log, B = case["logged"], cfg.block_size
+    n = log.get("num_gpu_blocks") or log.get("kv_cache_capacity_tokens", 0) // B
+    if not n:
+        return []
+    per_block = lay.page_bytes(B) * max(lay.rank_layers)
+    p = engine_plan(spec, hw, weight_dtype=wd, **s)
+    check = _pct(
+        case["id"], "available_kv_cache_gib", round((n + 0.5) * per_block / GIB, 4),
+        p.available_kv_cache_bytes / GIB, f"from the logged {n:,} blocks: ",
+    )  # fmt: skip
+    return [check]
 
 
 def _pp_ranks(case: dict, cfg, lay, x: float) -> list[Check]:

@@ -19,7 +19,7 @@ from calc.activation import (
 from calc.dtypes import dtype_bits
 from calc.serving import memory as m
 from calc.serving.mm_profile import mm_profile_held_bytes
-from calc.serving.sglang_memory import sglang_init_used_bytes
+from calc.serving.sglang_memory import nccl_bytes, nvswitch, sglang_init_used_bytes
 from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
@@ -81,6 +81,7 @@ NON_TORCH_INCREASE_BYTES = GIB // 10
 #   inside NCCL / FlashInfer, not by vLLM, so kvcalc takes the medians.
 # Other GPUs, TP > 4 and TP x PP are not covered by these runs: the same values are used.
 NON_TORCH_LLMD_FROM = (0, 15, 0)
+NON_TORCH_AFTER_NCCL_V1_FROM = (0, 11, 0)  # pcie_non_torch_increase_bytes
 NON_TORCH_LLMD_UNTIL = (0, 20, 0)
 NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM = (0, 18, 0)
 NON_TORCH_LLMD_ONE_GPU = round(0.13 * GIB)
@@ -143,7 +144,7 @@ def vllm_non_torch_bytes(config, hw=None) -> int:
             return NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
         if tp == 1 and graphs:
             return NON_TORCH_LLMD_PP
-        if tp > 1 and graphs:
+        if tp > 1 and graphs and (hw is None or nvswitch(hw)):
             return NON_TORCH_LLMD_TP2 if tp == 2 else NON_TORCH_LLMD_TP4
     if not config.is_v1 and v < NON_TORCH_INCREASE_V0_FROM:
         # up to 0.6.4, V0's non_torch_memory was every byte in use outside torch's allocations
@@ -154,7 +155,32 @@ def vllm_non_torch_bytes(config, hw=None) -> int:
     start = NON_TORCH_INCREASE_V1_FROM if config.is_v1 else NON_TORCH_INCREASE_V0_FROM
     if tp * pp == 1 and v >= start:
         return NON_TORCH_INCREASE_BYTES
+    if v >= start and hw is not None and not nvswitch(hw):
+        return pcie_non_torch_increase_bytes(config, hw)
     return non_torch_bytes(tp, pp)
+
+
+def pcie_non_torch_increase_bytes(config, hw) -> int:
+    """The profile run's non-torch increase with several GPUs that no NVSwitch joins (PCIe, or
+    NVLink bridges between pairs): the one-GPU increase, plus NCCL's buffers for the group of
+    tp x pp ranks (sglang_memory.nccl_bytes, calibrated on SGLang's start-up, whose
+    init_torch_distributed builds the same communicators) where the releases' memory snapshot
+    precedes the distributed set-up. V0 from 0.6.5 and V1 0.9.1-0.10.2 take it first
+    (worker.py / v1/worker/gpu_worker.py init_device: `self.baseline_snapshot` /
+    `self.init_snapshot = MemorySnapshot()` before init_worker_distributed_environment, PyPI
+    sdists 0.7.2, 0.9.2, 0.10.2); V1 0.11.0 moved it after ("Now take memory snapshot after
+    NCCL is initialized", 0.11.0 sdist), so NCCL's buffers are no longer in the increase.
+    NVSwitch systems keep the calibrated 2 GiB-class figures: NCCL's NVLink SHARP buffers.
+    Checked: vllm#13061 (0.7.2, RTX 4090 x 2, no NVLink): its logged 81,536 tokens leave
+    0.30 GiB for the non-torch term once the weights and the V0 profile peak are taken; this
+    gives 0.1 + 0.26 GiB (generic reserve before: 2 GiB)."""
+    v, tp, pp = config.version_tuple, config.tensor_parallel_size, config.pipeline_parallel_size
+    one = NON_TORCH_INCREASE_BYTES
+    if config.is_v1 and NON_TORCH_LLMD_FROM <= v < NON_TORCH_LLMD_UNTIL:
+        graphs = v >= NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM and not config.enforce_eager
+        one = NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
+    before_nccl = not config.is_v1 or v < NON_TORCH_AFTER_NCCL_V1_FROM
+    return one + (nccl_bytes(tp * pp, hw) if before_nccl else 0)
 
 
 def _v0_dense(spec, config) -> bool:
