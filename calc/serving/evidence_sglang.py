@@ -9,6 +9,7 @@ from __future__ import annotations
 from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _pct
 from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
+from calc.serving.sglang_memory import sglang_load_extra_bytes
 from calc.spec import ModelSpec
 
 
@@ -29,18 +30,31 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
 
 
+def avail_before(log: dict) -> tuple[float | None, float]:
+    """(free memory before the weights, its half-width): "Load weight begin. avail mem" (0.01
+    GiB, HALF), else "Load weight end"'s avail mem + mem usage, both taken from the same two
+    unrounded readings (model_runner.load_model: mem usage = before - after), so their sum is
+    known to 2 x HALF; (None, 0) when neither is logged."""
+    if "sglang_avail_before_weights_gib" in log:
+        return log["sglang_avail_before_weights_gib"], HALF
+    after, usage = log.get("sglang_avail_after_weights_gib"), log.get("weights_gib")
+    if after is None or usage is None:
+        return None, 0.0
+    return round(after + usage, 2), 2 * HALF
+
+
 def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
     """#tokens from the logged free memory: "Load weight begin. avail mem" is SGLang's total
     (the free memory after its distributed init, model_runner.init_torch_distributed), "Load
     weight end. avail mem" what profile_max_num_token starts from; both printed to 0.01 GiB."""
     log = case["logged"]
-    before = log.get("sglang_avail_before_weights_gib")
+    before, e = avail_before(log)
     after = log.get("sglang_avail_after_weights_gib")
     if before is None or after is None or lay.sglang_swa:
         return []
     f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
-    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + HALF) * GIB), f)
-    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - HALF) * GIB), f)
+    lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + e) * GIB), f)
+    hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - e) * GIB), f)
     t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
     t = log["max_total_num_tokens"]
     verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
@@ -62,7 +76,8 @@ def _sglang_weights(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
         return []
     wd = case.get("weight_dtype", "bf16")
     p = engine_plan(spec, hw, "sglang", available_kv_gib=1.0, weight_dtype=wd, **s)
-    return [_pct(case["id"], "weights_gib", want, p.weights_bytes / GIB)]
+    mine = (p.weights_bytes + sglang_load_extra_bytes()) / GIB  # the drop in free memory
+    return [_pct(case["id"], "weights_gib", want, mine)]
 
 
 def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> list[Check]:
@@ -78,9 +93,14 @@ def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> l
     wd = case.get("weight_dtype", "bf16")
     p = engine_plan(spec, hw, "sglang", weight_dtype=wd, **s)
     out = []
-    if "sglang_avail_before_weights_gib" in log:
-        used = p.total_memory_bytes / GIB - log["sglang_avail_before_weights_gib"]
-        out.append(_abs(cid, "non_torch_gib", round(used, 4), p.non_torch_bytes / GIB))
+    before, e = avail_before(log)
+    if before is not None:
+        used = p.total_memory_bytes / GIB - before
+        c = _abs(cid, "non_torch_gib", round(used, 4), p.non_torch_bytes / GIB)
+        if e != HALF:  # no "Load weight begin" line: its figure from "Load weight end"
+            c = Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, f"{c.note}; {before} GiB = "
+                      "avail mem + mem usage of Load weight end")  # fmt: skip
+        out.append(c)
     if "k_size_gib" in log or "kv_size_gib" in log:
         want = log.get("kv_size_gib") or log["k_size_gib"] + log["v_size_gib"]
         mine = p.k_size_gib if "kv_size_gib" in log else 2 * p.k_size_gib

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from calc.plan_core import minimum
 from calc.serving import memory as m
-from calc.serving.sglang_memory import sglang_init_used_bytes
+from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 
 GIB = 2**30
 # In these releases the one-request check (and its "estimated maximum model length") counted
@@ -111,9 +111,11 @@ def sglang_init_used(config, calibration, hw) -> int:
 
 
 def sglang_rest(weights, total, init_used, mem_fraction_static):
-    """profile_max_num_token's budget on the heaviest rank."""
+    """profile_max_num_token's budget on the heaviest rank: the free memory after the weights
+    and what the load takes beside them (sglang_memory.sglang_load_extra_bytes)."""
     sg_total = total - init_used  # SGLang's "total": free memory after its start-up
-    return m.sglang_rest_bytes(sg_total - max(weights), sg_total, mem_fraction_static)
+    after = sg_total - max(weights) - sglang_load_extra_bytes()
+    return m.sglang_rest_bytes(after, sg_total, mem_fraction_static)
 
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:

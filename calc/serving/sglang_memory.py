@@ -31,6 +31,17 @@ by then, on a GPU no other process uses:
    - PCIe: 0.065 GiB x (tp + 2): sglang#16920 (RTX 4090, TP 2, nccl 2.28.3, 2026-01-12:
      "mem usage=0.26 GB") and sglang#40558 (RTX PRO 6000 Blackwell, TP 4, nccl 2.29.7,
      2026-09-21: "mem usage=0.39 GB"; "avail mem=94.01 GB").
+4. after the weights (not before: it is part of "Load weight end ... mem usage"), what load_model
+   takes outside torch's tensors: the drop in free memory across the load (mem usage = free
+   before - free after, utils.get_available_gpu_memory with torch.cuda.empty_cache(), @
+   9c58e68b4 .. 5c8bd8b51) exceeds the tensors kvcalc counts (which match vLLM's torch count,
+   "Model loading took", to 0.1 %) by 0.03-0.10 GiB in every SGLang log: CUDA modules loaded
+   lazily by the load's first kernels and the caching allocator's partly used segments; no
+   source states it in bytes, calibrated: 0.059 GiB, the mean of (mem usage - kvcalc's tensors)
+   over docs.sglang.ai (H100, 15.09 - 15.006), llms-in-clouds (L4 TP 4, 15.54 - 15.510) and
+   jerryzsj/my-deepseek-r1 (RTX 3090, 14.39 - 14.326); held out: sglang PR #4760 (H100,
+   15.11: +0.045 GiB, 0.30 %). profile_max_num_token starts from the free memory after the
+   load, so the pool is short of it too (calc.serving.figures.sglang_rest).
 Not modelled: other processes on the GPU (the docs notebooks of 2026 print 78.43 GB at TP 1:
 the notebook's own CUDA context shares the GPU), pipeline / data parallel groups, expert
 parallel all-to-all buffers (DeepEP), NVSHMEM, AMD.
@@ -50,6 +61,7 @@ CAR_META_SIZE_BOUND = 2 * MIB  # ops.meta_size() is a few KiB; cudaMalloc rounds
 TORCH_LARGE_SEGMENT = 20 * MIB  # c10 CUDACachingAllocator kLargeBuffer (1-10 MiB requests)
 NCCL_NVLS_BYTES = int(1.97 * GIB)  # calibrated (module docstring, 3)
 NCCL_PCIE_PER_RANK_BYTES = int(0.065 * GIB)  # calibrated: x (tp + 2)
+LOAD_EXTRA_BYTES = int(0.059 * GIB)  # calibrated (module docstring, 4)
 
 
 def nvswitch(hw) -> bool:
@@ -86,6 +98,12 @@ def init_used_parts(tp: int, hw) -> dict[str, int]:
         "custom_allreduce": custom_allreduce_bytes() if tp > 1 and nvlink else 0,
         "nccl": nccl_bytes(tp, hw),
     }
+
+
+def sglang_load_extra_bytes() -> int:
+    """What load_model takes on one rank beyond the weight tensors (module docstring, 4): part of
+    "Load weight end ... mem usage" and gone from what profile_max_num_token shares out."""
+    return LOAD_EXTRA_BYTES
 
 
 def sglang_init_used_bytes(tp: int, hw) -> int:
