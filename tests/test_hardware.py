@@ -30,9 +30,28 @@ REQUIRED = {
     "mi300x",
 }
 
+# GPUs people deploy on, added 2026-11-23 (each preset cites its datasheet and logs)
+ADDED = {
+    "a10",
+    "t4",
+    "v100-sxm2-32gb",
+    "l40",
+    "rtx-a6000",
+    "rtx-6000-ada",
+    "rtx-pro-6000",
+    "rtx-5090",
+    "h20",
+    "h800",
+    "h100-nvl",
+    "gh200",
+    "b300",
+    "mi325x",
+    "mi355x",
+}
+
 
 def test_the_issue_list_is_shipped():
-    assert REQUIRED <= set(list_hardware())
+    assert REQUIRED | ADDED <= set(list_hardware())
 
 
 @pytest.mark.parametrize("name", list_hardware())
@@ -40,12 +59,17 @@ def test_every_preset_loads_with_provenance(name):
     h = load_hardware(name)
     assert h.name == name
     assert h.source and all(u.startswith("https://") for u in h.source)
-    assert h.retrieved == dt.date(2026, 11, 20)
+    assert h.retrieved in (dt.date(2026, 11, 20), dt.date(2026, 11, 23))
     assert h.memory_published and h.notes
     # the visible total never exceeds the nominal size by more than rounding, nor falls far below
     assert 0.9 * h.memory_bytes <= h.total_memory_bytes <= h.memory_bytes
-    assert h.peak_flops_per_s("bf16") > 0 and h.hbm_bandwidth_bytes_per_s > 0
-    assert h.interconnect_bytes_per_s > 0
+    # CUDA's total sits below nvidia-smi's (the driver reserves some), which sits below nominal
+    if h.cuda_total_gib is not None and h.driver_total_mib is not None:
+        assert h.cuda_total_gib * 2**30 < h.driver_total_mib * 2**20 <= h.memory_bytes
+    # every published peak is positive; T4 / V100 publish no bf16 (no bf16 units), an RTX PRO
+    # 6000 only FP32 and FP4, so bf16 is not required of every preset
+    assert all(h.peak_flops_per_s(d) > 0 for d in h.peak_tflops)
+    assert h.hbm_bandwidth_bytes_per_s > 0 and h.interconnect_bytes_per_s > 0
 
 
 def test_h100_sparse_figures_are_halved():
@@ -116,6 +140,87 @@ def test_b200_and_mi300x_figures():
     m = load_hardware("mi300x")
     assert m.peak_flops_per_s("fp8") == 2614.9e12  # AMD lists dense figures
     assert m.interconnect_bytes_per_s == 448e9  # 7 x 128 GB/s, both directions, halved
+
+
+def test_t4_and_v100_have_no_bf16_units():
+    t4 = load_hardware("t4")
+    # T4 datasheet: mixed precision (FP16/FP32) 65 TFLOPS, INT8 130 TOPS, dense (Turing has no
+    # sparsity); no BF16 units, so a bf16 roofline is refused and fp16 is what vLLM runs
+    assert t4.peak_flops_per_s("fp16") == 65e12
+    assert t4.peak_flops_per_s("int8") == 130e12
+    with pytest.raises(ValueError, match="'t4' publishes no bf16 peak"):
+        t4.peak_flops_per_s("bf16")
+    # ECC on: 16 GiB x 15/16 = 15360 MiB in nvidia-smi (modal-client#2797); torch prints
+    # "total capacity of 14.56 GiB" on 2025-26 drivers (CatVTON#133, tribev2#28)
+    assert t4.driver_total_bytes == 16 * 1024 * 15 // 16 * 2**20 == 15360 * 2**20
+    assert t4.total_memory_bytes == round(14.56 * 2**30)
+    # V100 SXM2 datasheet: tensor performance 125 TFLOPS (FP16), NVLink 300 GB/s both ways
+    v100 = load_hardware("v100-sxm2-32gb")
+    assert v100.peak_flops_per_s("fp16") == 125e12 and not v100.has_peak("bf16")
+    assert v100.interconnect_bytes_per_s == 150e9
+
+
+def test_hopper_variants_datasheet_figures():
+    # H100 NVL datasheet: BF16 1,671 TFLOPS with sparsity -> 835.5 dense; 94GB HBM3 at 3.9 TB/s
+    nvl = load_hardware("h100-nvl")
+    assert nvl.peak_flops_per_s("bf16") == 835.5e12
+    assert nvl.hbm_bandwidth_bytes_per_s == 3.9e12
+    assert nvl.memory_bytes == 94 * 2**30
+    # H800 SXM: the H100 SXM's tensor rates, NVLink 400 GB/s both ways -> 200 GB/s one way
+    h800, h100 = load_hardware("h800"), load_hardware("h100-sxm")
+    assert h800.peak_flops_per_s("fp8") == h100.peak_flops_per_s("fp8") == 1979e12
+    assert h800.interconnect_bytes_per_s == 200e9
+    # H20: 148 TFLOPS BF16 dense (a measured bf16 matmul reached 142.25), 4.0 TB/s; nvidia-smi
+    # 97871 MiB (nvtrust#128), with no public CUDA total, so plans use nvidia-smi's
+    h20 = load_hardware("h20")
+    assert h20.peak_flops_per_s("bf16") == 148e12
+    assert h20.ridge_flops_per_byte("bf16") == pytest.approx(148e12 / 4.0e12)  # 37 FLOP/B
+    assert h20.total_memory_bytes == 97871 * 2**20
+    assert h20.total_memory_source == "nvidia-smi total"
+    # GH200 96GB: nvidia-smi 97871 MiB, torch "total capacity of 94.88 GiB" (litgpt#1892)
+    gh = load_hardware("gh200")
+    assert gh.driver_total_bytes == 97871 * 2**20
+    assert gh.total_memory_bytes == round(94.88 * 2**30)
+
+
+def test_blackwell_and_cdna_figures():
+    b = load_hardware("b300")
+    # HGX B300, 8 GPUs: FP4 144 PFLOPS sparse | 105 dense -> 13.125 PF dense per GPU, stored
+    # as published (not half of the sparse figure); BF16 36 PF sparse -> 36/8/2 = 2.25 PF
+    assert b.peak_flops_per_s("fp4") == 105e15 / 8
+    assert b.peak_flops_per_s("bf16") == 36e15 / 8 / 2
+    assert b.memory_bytes == 288 * 2**30
+    # RTX 5090 whitepaper: FP16 with FP32 accumulate 209.5 TFLOPS dense; 32GB GDDR7 at 1,792 GB/s
+    r = load_hardware("rtx-5090")
+    assert r.peak_flops_per_s("bf16") == 209.5e12
+    assert r.driver_total_bytes == 32607 * 2**20  # club-3090#1229
+    # RTX PRO 6000 Blackwell: AI TOPS 4,000 (FP4 with sparsity) -> 2,000 dense; no bf16 rate
+    # published, so a bf16 roofline is refused rather than invented
+    pro = load_hardware("rtx-pro-6000")
+    assert pro.peak_flops_per_s("fp4") == 2000e12
+    with pytest.raises(ValueError, match="'rtx-pro-6000' publishes no bf16 peak"):
+        pro.peak_flops_per_s("bf16")
+    # MI325X: the MI300X's dense rates with 256GB HBM3E at 6 TB/s
+    m = load_hardware("mi325x")
+    assert m.peak_flops_per_s("fp8") == load_hardware("mi300x").peak_flops_per_s("fp8")
+    assert m.memory_bytes == 256 * 2**30 and m.hbm_bandwidth_bytes_per_s == 6e12
+    # MI355X: 8 XCDs x 32 CUs x 8,192 FP8 FLOP/clock x 2.4 GHz = 5,033.16 TFLOPS (ISSCC 2026)
+    assert load_hardware("mi355x").peak_flops_per_s("fp8") == pytest.approx(
+        8 * 32 * 8192 * 2.4e9, rel=1e-5
+    )
+    # 7 Infinity Fabric links x 153.6 GB/s, both directions, halved
+    assert load_hardware("mi355x").interconnect_bytes_per_s == pytest.approx(7 * 153.6e9 / 2)
+
+
+def test_interconnect_kind_decides_nvswitch():
+    from calc.serving.sglang_memory import nvswitch
+
+    # HGX parts join their GPUs through NVSwitch; PCIe cards, DGX-1's cube-mesh and AMD's mesh don't
+    assert all(nvswitch(load_hardware(n)) for n in ("h20", "h800", "b300"))
+    assert not any(
+        nvswitch(load_hardware(n))
+        for n in ("t4", "a10", "l40", "rtx-pro-6000", "h100-nvl", "v100-sxm2-32gb", "mi355x")
+    )
 
 
 def test_unknown_gpu_lists_closest_names():
