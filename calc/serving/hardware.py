@@ -159,8 +159,12 @@ class HardwareSpec(BaseModel):
         """Dense peak FLOP/s (OP/s for int8) for matmuls in `dtype`."""
         key = _peak_key(dtype)
         if key not in self.peak_tflops:
+            hint = ""
+            if key == "bf16" and "fp16" in self.peak_tflops:  # Turing / Volta: no bf16 units
+                hint = " (pass --weights fp16, as vLLM's --dtype half on such GPUs)"
             raise ValueError(
-                f"'{self.name}' publishes no {key} peak: published {', '.join(self.peak_tflops)}"
+                f"'{self.name}' publishes no {key} peak: published "
+                f"{', '.join(self.peak_tflops)}{hint}"
             )
         tflops = self.peak_tflops[key]
         if key in self.peak_tflops_sparse:
