@@ -155,3 +155,21 @@ def test_shared_expert_fused_tp_times_on_046_hopper():
     assert sglang_parallel(V3, cfg, a100)[1] is None
     new = engine_config("sglang", version="0.4.7", gpu_memory_gib=141.0, tensor_parallel_size=8)
     assert sglang_parallel(V3, new, H200)[1] is None  # one fused copy, split like the others
+
+
+def test_cli_flags(capsys):
+    from calc.cli.main import main
+
+    base = ["plan", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--tp", "8"]
+    sg = [*base, "--engine", "sglang", "--engine-version", "0.5.6", "--dp", "8"]
+    assert main([*sg, "--enable-dp-attention", "--json"]) == 0
+    dpa = capsys.readouterr().out
+    assert main([*sg, "--enable-dp-attention", "--enable-dp-lm-head", "--json"]) == 0
+    lm = capsys.readouterr().out
+    assert dpa != lm
+    assert main([*sg, "--enable-dp-lm-head"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("Please enable dp attention when setting enable_dp_lm_head.")
+    assert "\n" not in err
+    assert main([*base, "--engine", "vllm", "--enable-dp-attention"]) == 2
+    assert "'--enable-dp-attention' is an SGLang setting" in capsys.readouterr().err
