@@ -178,7 +178,13 @@ def _rank_shape(lins, w: int, tp: int) -> tuple[int, int]:
 
 
 def _layer_tensors(
-    spec, layer: int, tp: int, ep: int, dtype_bytes: int, quant: QuantTensors | None = None
+    spec,
+    layer: int,
+    tp: int,
+    ep: int,
+    dtype_bytes: int,
+    quant: QuantTensors | None = None,
+    split=None,
 ) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """(attention tensors, the rest) of one decoder layer on one rank, in bytes, each tagged
     "" (made at construction), "repack" (replaced after loading) or "kept" (made after
@@ -197,10 +203,10 @@ def _layer_tensors(
             key = path + ".gate_up"
         else:
             key = lin.module
-        w = _matrix(spec, lin._replace(bias=False), tp, ep)
+        w = _matrix(spec, lin._replace(bias=False), tp, ep, split)
         g = groups.setdefault(key, [0, 0, []])
         g[0] += w
-        g[1] += _matrix(spec, lin, tp, ep) - w
+        g[1] += _matrix(spec, lin, tp, ep, split) - w
         g[2].append(lin)
         if lin.component.startswith("attn") and key not in attn:
             attn.append(key)
@@ -218,7 +224,8 @@ def _layer_tensors(
             out.append((b * dtype_bytes, ""))
         return out + [(n, "kept") for n in (alloc.kept if alloc is not None else ())]
 
-    vectors = [n for k, n in layer_rank_params(spec, layer, tp, ep).items() if ":vectors" in k]
+    params = layer_rank_params(spec, layer, tp, ep, split)
+    vectors = [n for k, n in params.items() if ":vectors" in k]
     first = [t for k in attn for t in tensors(k)]
     rest = [t for k in list(groups) for t in tensors(k)] + [(n * dtype_bytes, "") for n in vectors]
     return [t for t in first if t[0]], [t for t in rest if t[0]]
@@ -237,13 +244,15 @@ def vllm_load_events(
     rope_elements: int = 0,
     scalars: int = 0,
     quant: QuantTensors | None = None,
+    split=None,
 ) -> list[int | Free]:
     """The requests (bytes) and frees vLLM makes building `layers` of one rank: `head` tensors
     (embedding, position table) first, `tail` (final norm, LM head) last, in bytes; the rotary
     table of `rope_elements` entries (`rope_bytes` in its dtype) in the first attention layer;
     `scalars` fp32 scalars per attention layer (attention_scalars); `quant` the quantized
     linears' tensors (LinearAlloc), whose after-loading steps follow the load, module by module
-    (process_weights_after_loading walks model.named_modules(): construction order)."""
+    (process_weights_after_loading walks model.named_modules(): construction order).
+    `split`: SGLang's other TP groups (calc.serving.shard_layers.Split), None for vLLM."""
     events: list[int | Free] = list(head)
     count = len(events)
     memo: dict = {}
@@ -264,7 +273,7 @@ def vllm_load_events(
     for i in layers:
         k = spec.layer_kinds[i]
         if k not in memo:
-            memo[k] = _layer_tensors(spec, i, tp, ep, dtype_bytes, quant)
+            memo[k] = _layer_tensors(spec, i, tp, ep, dtype_bytes, quant, split)
         attn, rest = memo[k]
         add(attn)
         if k[0] != "linear_attention":

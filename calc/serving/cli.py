@@ -54,9 +54,26 @@ def add_engine_args(p) -> None:
         type=int_at_least(1),
         default=1,
         metavar="N",
-        help="data-parallel size (expert parallel spans tp x dp)",
+        help="data-parallel size (vLLM: expert parallel spans tp x dp; SGLang: tp_size)",
     )
     g.add_argument("--enable-expert-parallel", action="store_true")
+    g.add_argument(
+        "--enable-dp-attention",
+        action="store_true",
+        help="SGLang: attention over tp / dp GPUs, tp GPUs in all (--tp T --dp D)",
+    )
+    g.add_argument(
+        "--enable-dp-lm-head",
+        action="store_true",
+        help="SGLang: the LM head over the attention group (with --enable-dp-attention)",
+    )
+    g.add_argument(
+        "--moe-dense-tp-size",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="SGLang: 1 replicates DeepSeek's dense MLP layers",
+    )
     g.add_argument(
         "--quantization",
         default=None,
@@ -139,9 +156,13 @@ def engine_settings(args, spec) -> dict:
         for flag, val, default in (
             ("--mem-fraction-static", args.mem_fraction_static, None),
             ("--page-size", args.page_size, None),
+            ("--enable-dp-attention", args.enable_dp_attention, False),
+            ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
+            ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
         ):
             if val != default:
-                raise ValueError(f"'{flag}' is an SGLang setting: vLLM takes --util / --block-size")
+                tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
+                raise ValueError(f"'{flag}' is an SGLang setting{tail}")
         s.update(
             gpu_memory_utilization=args.util,
             block_size=args.block_size,
@@ -162,7 +183,13 @@ def engine_settings(args, spec) -> dict:
                 raise ValueError(
                     f"'{flag}' is a vLLM setting: SGLang takes --mem-fraction-static / --page-size"
                 )
-        s.update(mem_fraction_static=args.mem_fraction_static, page_size=args.page_size)
+        s.update(
+            mem_fraction_static=args.mem_fraction_static,
+            page_size=args.page_size,
+            enable_dp_attention=args.enable_dp_attention or None,
+            enable_dp_lm_head=args.enable_dp_lm_head or None,
+            moe_dense_tp_size=args.moe_dense_tp_size,
+        )
     return s
 
 

@@ -159,6 +159,9 @@ class SglangConfig(EngineConfig):
     chunked_prefill_size: int = Field(gt=0)
     max_running_requests: int | None = Field(default=None, gt=0)
     enable_dp_attention: bool = False
+    enable_dp_lm_head: bool = False  # the LM head over the attention TP group (sglang_parallel)
+    moe_dense_tp_size: int | None = None  # 1: DeepSeek's dense MLP layers replicated
+    ep_size: int | None = None  # --ep-size: 1 or tp_size (enable_expert_parallel: tp_size)
     # what the default mem_fraction_static reads from 0.5.3rc2 on (defaults_sglang.py)
     cuda_graph_max_bs: int | None = Field(default=None, gt=0)
     swa_full_tokens_ratio: float = Field(default=0.8, gt=0, le=1)
@@ -175,6 +178,16 @@ class SglangConfig(EngineConfig):
                 f"'tp_size' must be divisible by dp_size={self.data_parallel_size} with DP "
                 f"attention: got {self.tensor_parallel_size}"
             )
+        if self.moe_dense_tp_size not in (1, None):  # server_args.check_server_args
+            raise ValueError("moe_dense_tp_size only support 1 and None currently")
+        tp, ep = self.tensor_parallel_size, self.ep_size
+        if ep is not None and ep not in (1, tp):
+            raise ValueError(
+                f"'ep_size' must be 1 or tp_size={tp} (SGLang then splits each expert tp / ep "
+                f"ways inside an expert-parallel rank, which kvcalc does not model): got {ep}"
+            )
+        if self.enable_expert_parallel and ep == 1:
+            raise ValueError("'ep_size' is tp_size with enable_expert_parallel: got 1")
         return self
 
 
@@ -246,5 +259,10 @@ def engine_config(
         kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
         tp = kw.get("tensor_parallel_size", 1)
         kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp))
+        if kw.get("enable_dp_attention") and kw.get("data_parallel_size", 1) > 1:
+            # server_args: "DP attention is enabled. The chunked prefill size is adjusted";
+            # // 2 before 0.4.4.post1 (where dp_size was set to tp_size), // dp_size from it
+            div = kw["data_parallel_size"] if sv >= (0, 4, 4, 1) else 2
+            kw["chunked_prefill_size"] = kw["chunked_prefill_size"] // div
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)

@@ -87,11 +87,14 @@ def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> l
     MLA KV size; target 2 %, #tokens in the note); and the default mem_fraction_static where
     server_args printed one with no flag."""
     cid, log = case["id"], case["logged"]
-    if "dp-attention" in case.get("categories", []):
-        why = "DP attention: each DP rank's memory (replicated attention weights) is not modelled"
-        return [Check(cid, "first principles", "-", "-", "not modelled", why)]
     wd = case.get("weight_dtype", "bf16")
     p = engine_plan(spec, hw, "sglang", weight_dtype=wd, **s)
+    if p.refusal and log.get("max_total_num_tokens"):  # the log allocated a pool; kvcalc none
+        why = (
+            f"kvcalc's weights ({p.weights_gib} GiB a GPU in {wd}) leave no pool: the case gives "
+            "no quantization_config for its checkpoint"
+        )
+        return [Check(cid, "first principles", "-", "-", "not modelled", why)]
     out = []
     before, e = avail_before(log)
     if before is not None:

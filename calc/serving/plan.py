@@ -27,6 +27,7 @@ from calc.serving.indexed import vllm_v32_kv_dtype, vllm_v32_load_bytes
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_parallel import sglang_parallel
 from calc.spec import ModelSpec
 
 
@@ -94,8 +95,11 @@ def prepare(
             **settings,
         )
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+    split = None  # vLLM: every module over tp; experts over tp x dp with expert parallelism
     ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
-    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name)
+    if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
+        ep, split = sglang_parallel(spec, config, hw)
+    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     kd = config.kv_dtype(activation_dtype(wd))
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
         kd = vllm_v32_kv_dtype(config.kv_cache_dtype, config.version_tuple, activation_dtype(wd))
@@ -106,8 +110,9 @@ def prepare(
         hybrid = not config.disable_hybrid_kv_cache_manager
         chunked = config.allow_chunked_local_attn_hybrid
     state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
+    kv_tp = tp if split is None else split.attn  # SGLang: the KV heads of the attention group
     lay = kv_layout(
-        spec, tp, pp, kd, config.engine, config.version_tuple, part, hybrid, chunked, state_dtype
+        spec, kv_tp, pp, kd, config.engine, config.version_tuple, part, hybrid, chunked, state_dtype
     )
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:

@@ -125,17 +125,21 @@ def fp8_layer_bytes(spec: ModelSpec, tp: int, ep: int, base: int) -> tuple[int, 
     return tuple(out)
 
 
-def _checkpoint_layers(spec: ModelSpec, tp: int, ep: int, split, dtype: str) -> tuple[int, ...]:
+def _checkpoint_layers(
+    spec: ModelSpec, tp: int, ep: int, split, dtype: str, groups=None
+) -> tuple[int, ...]:
     """Decoder-layer bytes of each pipeline rank for a quantized checkpoint, its unquantized
     tensors in `dtype`: its stored bytes on one GPU less the embedding, position table, LM head
-    and final norm."""
-    per = stored_bytes_per_gpu(spec, tp, ep, dtype)
+    and final norm. `groups`: SGLang's other TP groups (calc.serving.sglang_parallel)."""
+    from calc.serving.sglang_parallel import split_stored_bytes
+
+    per = split_stored_bytes(spec, tp, ep, dtype, groups)
     final = norm_params(spec) * dtype_bytes(dtype) if spec.final_norm else 0
     outside = ("embed", "pos_embed", "lm_head")
     layers = sum(v for k, v in per.items() if k.split(":")[0] not in outside) - final
     L = spec.num_hidden_layers
     for i in range(L):  # sinks / GDN vectors: vLLM splits them by head
-        whole, mine = layer_rank_params(spec, i, 1, 1), layer_rank_params(spec, i, tp, ep)
+        whole, mine = layer_rank_params(spec, i, 1, 1), layer_rank_params(spec, i, tp, ep, groups)
         for c in SPLIT_VECTORS:
             k = f"{c}:vectors"
             layers -= (whole.get(k, 0) - mine.get(k, 0)) * dtype_bytes(dtype)
@@ -173,13 +177,14 @@ def quantized_rank_bytes(
     engine: str = "vllm",
     vllm_version: tuple[int, ...] | None = None,
     gpu: str = "",
+    split=None,
 ) -> tuple[int, ...]:
     """Weight bytes on each pipeline rank: spec.quantization's checkpoint (its unquantized tensors
     in `base_dtype`, the engine's --dtype), or `runtime` ("fp8") applied to an unquantized model
     stored in `base_dtype` (the engine picks the rope dtype).
     With `vllm_version`, a checkpoint whose quantized layers vLLM's path is written out for
     (calc.serving.quant_tensors) counts what vLLM allocates on `gpu`, as torch's caching
-    allocator counts it; others their stored bytes."""
+    allocator counts it; others their stored bytes. `split`: SGLang's other TP groups."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = spec.quantization
     if q is None and runtime is None:
@@ -191,32 +196,36 @@ def quantized_rank_bytes(
         )
     base = dtype_bytes(base_dtype)  # engine_plan passes the checkpoint's torch_dtype for "auto"
     h = spec.hidden_size
-    split = pp_layer_split(spec.num_hidden_layers, pp, partition)
+    layout = pp_layer_split(spec.num_hidden_layers, pp, partition)
     if q is not None:
-        layers = _checkpoint_layers(spec, tp, ep, split, base_dtype)
+        layers = _checkpoint_layers(spec, tp, ep, layout, base_dtype, split)
     else:
         each = fp8_layer_bytes(spec, tp, ep, base)
         layers, start = [], 0
-        for n in split:
+        for n in layout:
             layers.append(sum(each[start : start + n]))
             start += n
-    rows = ceil(padded_vocab(spec.vocab_size) / tp)
-    table = rows * h * base
+    embed_tp, head_tp = (tp, tp) if split is None else (split.embed, split.head)
+    table = ceil(padded_vocab(spec.vocab_size) / embed_tp) * h * base
+    rows = ceil(padded_vocab(spec.vocab_size) / head_tp)  # the LM head's
     pos = spec.max_position_embeddings * h * base if spec.position_embedding == "learned" else 0
     rope = rotary_cache_bytes(spec, 4 if base == 4 else 2, engine)  # the model dtype
     final = norm_params(spec) * base if spec.final_norm else 0
     vision = vision_rank_bytes(spec, tp, base, "quantization" if q is None else "")
-    kv_b = mla_kv_b_copy_bytes(spec, tp, 4 if base == 4 else 2) if _kv_b_quantized(spec) else 0
+    heads_tp = tp if split is None else split.attn
+    kv_b = (
+        mla_kv_b_copy_bytes(spec, heads_tp, 4 if base == 4 else 2) if _kv_b_quantized(spec) else 0
+    )
     mla = mla_layers_per_rank(spec, pp, partition)
     if q is not None and runtime is None and engine == "vllm" and vllm_version is not None:
         head = 0
         if not spec.tie_word_embeddings:
-            head = _head(spec, tp, ep, rows, base)
+            head = _head(spec, head_tp, ep, rows, base)
         elif pp > 1:
             head = table
         ends = ((table, pos), (final, head))
         got = vllm_checkpoint_rank_bytes(
-            spec, tp, ep, split, base, ends, rope, vllm_version, gpu, vision
+            spec, tp, ep, layout, base, ends, rope, vllm_version, gpu, vision
         )
         if got is not None:
             return got
@@ -228,7 +237,7 @@ def quantized_rank_bytes(
         if r == pp - 1:
             b += final
             if not spec.tie_word_embeddings:
-                b += _head(spec, tp, ep, rows, base)
+                b += _head(spec, head_tp, ep, rows, base)
             elif pp > 1:
                 b += table
         out.append(b)
@@ -252,14 +261,15 @@ def _kv_b_quantized(spec: ModelSpec) -> bool:
 
 
 def plan_weights(
-    spec: ModelSpec, config, weight_dtype: str, tp: int, pp: int, ep: int, part, gpu: str = ""
+    spec: ModelSpec, config, weight_dtype, tp: int, pp: int, ep: int, part, gpu="", split=None
 ):
     """(weight bytes of each pipeline rank, the model dtype) for engine_plan: the checkpoint's
     quantization, the engine's runtime `quantization`, or calc.serving.sharding's whole-model
     `weight_dtype` (int4 / fp8 on an unquantized checkpoint; refused beside the other two). With a
     quantized checkpoint `weight_dtype` is the engine's --dtype for its unquantized tensors; None
     takes the checkpoint's torch_dtype (vLLM's "auto").
-    vLLM's mxfp4 experts as its backend for `gpu` pads them (calc.serving.mxfp4)."""
+    vLLM's mxfp4 experts as its backend for `gpu` pads them (calc.serving.mxfp4). `split`:
+    SGLang's other TP groups (calc.serving.sglang_parallel), None for vLLM."""
     from calc.serving.sharding import rank_weight_bytes
 
     wd = canonical_dtype(weight_dtype or "bf16")
@@ -268,7 +278,7 @@ def plan_weights(
     if spec.quantization is None and runtime is None:
         version = config.version_tuple  # allocator-counted (vLLM allocated, SGLang reserved)
         return rank_weight_bytes(
-            spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version
+            spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version, split=split
         ), wd
     if wd in QUANTIZED_DTYPES:
         raise ValueError(
@@ -278,7 +288,7 @@ def plan_weights(
     if spec.quantization is not None and weight_dtype is None:  # vLLM's --dtype auto: the
         wd = canonical_dtype(spec.quantization.dtype)  # checkpoint's (activations, rope, KV)
     version = config.version_tuple if engine == "vllm" else None
-    out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine, version, gpu)
+    out = quantized_rank_bytes(spec, tp, pp, ep, part, runtime, wd, engine, version, gpu, split)
     if engine == "vllm" and spec.quantization is not None and spec.quantization.method == "mxfp4":
         extra = vllm_mxfp4_layer_extra(spec, tp, ep, config.version_tuple, gpu)
         kinds, start = spec.mlp_types, 0

@@ -26,6 +26,7 @@ But: DeepSeek's e_score_correction_bias (E fp32 values a layer) is not counted, 
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 from calc.errors import check_count
 from calc.linears import Linear, _attention, _mlp
@@ -39,6 +40,31 @@ REPLICATED = frozenset(
 ROW_PARALLEL = frozenset({"o_proj", "down_proj", "out_proj"})
 SPLIT_VECTORS = ("attn/sinks", "attn/linear")  # split by heads; other vectors are replicated
 QUANTIZABLE = ("attn/q", "attn/kv", "attn/o", "attn/linear", "mlp", "mlp/shared")
+
+
+class Split(NamedTuple):
+    """TP sizes of the modules that SGLang splits over another group than the TP group
+    (calc.serving.sglang_parallel); None in every vLLM plan (each module over tp)."""
+
+    attn: int  # the attention TP group: tp / dp under DP attention
+    dense: int  # the dense MLP layers of an MoE model (moe_dense_tp_size=1: 1)
+    shared: int  # shared experts (1: a whole copy on each GPU)
+    embed: int  # embedding rows (1: replicated under DP attention)
+    head: int  # LM head rows (the attention TP group with --enable-dp-lm-head)
+
+
+def module_tp(lin: Linear, tp: int, split: Split | None) -> int:
+    """The TP size one matrix is split over: `split`'s for attention, a dense MLP of an MoE
+    model and shared experts, else tp (routed experts, routers)."""
+    if split is None:
+        return tp
+    if lin.component.startswith("attn"):
+        return split.attn
+    if lin.component == "mlp/shared":
+        return split.shared
+    if lin.component == "mlp" and not lin.routed:
+        return split.dense
+    return tp
 
 
 def cdiv(a: int, b: int) -> int:
@@ -63,8 +89,9 @@ def check_engine_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, i
     return tp, pp
 
 
-def _matrix(spec: ModelSpec, lin: Linear, tp: int, ep: int) -> int:
+def _matrix(spec: ModelSpec, lin: Linear, tp: int, ep: int, split: Split | None = None) -> int:
     """Parameters of all `lin.count` matrices of one layer on one rank (weights and bias)."""
+    tp = module_tp(lin, tp, split)
     name = lin.module.rsplit(".", 1)[-1]
     w, b = lin.in_features * lin.out_features, lin.out_features if lin.bias else 0
     if lin.routed and ep > 1:
@@ -80,17 +107,21 @@ def _matrix(spec: ModelSpec, lin: Linear, tp: int, ep: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def layer_rank_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1) -> dict[str, int]:
+def layer_rank_params(
+    spec: ModelSpec, layer: int, tp: int, ep: int = 1, split: Split | None = None
+) -> dict[str, int]:
     """One layer's parameters on one rank, by calc.params component; a component's vectors
-    (norms, sinks, conv, A_log, dt_bias) under "<component>:vectors", never quantized."""
+    (norms, sinks, conv, A_log, dt_bias) under "<component>:vectors", never quantized.
+    `split`: SGLang's other TP groups (attention vectors split by its attention TP size)."""
     kind, mlp = spec.layer_kinds[layer]
     linears = _attention(spec, kind, 1, "") + _mlp(spec, mlp, 1, "")
     out: dict[str, int] = {}
     for lin in linears:
-        out[lin.component] = out.get(lin.component, 0) + _matrix(spec, lin, tp, ep)
+        out[lin.component] = out.get(lin.component, 0) + _matrix(spec, lin, tp, ep, split)
+    heads_tp = tp if split is None else split.attn
     for comp, n in _vectors(spec, layer, linears).items():
         key = f"{comp}:vectors"
-        out[key] = out.get(key, 0) + (n // tp if comp in SPLIT_VECTORS else n)
+        out[key] = out.get(key, 0) + (n // heads_tp if comp in SPLIT_VECTORS else n)
     return {k: n for k, n in out.items() if n}
 
 
@@ -111,14 +142,16 @@ def _vectors(spec: ModelSpec, layer: int, linears) -> dict[str, int]:
     return out
 
 
-def layer_rank_bytes(spec: ModelSpec, tp: int, ep: int, dtype_bytes) -> tuple[int, ...]:
+def layer_rank_bytes(
+    spec: ModelSpec, tp: int, ep: int, dtype_bytes, split: Split | None = None
+) -> tuple[int, ...]:
     """Bytes of each decoder layer on one rank; `dtype_bytes(n, component)` prices n params.
     Layers of one (attention, MLP) kind are alike, so each kind is computed once."""
     memo: dict[tuple[str, str], int] = {}
     out = []
     for i, k in enumerate(spec.layer_kinds):
         if k not in memo:
-            params = layer_rank_params(spec, i, tp, ep)
+            params = layer_rank_params(spec, i, tp, ep, split)
             memo[k] = sum(dtype_bytes(n, comp) for comp, n in params.items())
         out.append(memo[k])
     return tuple(out)

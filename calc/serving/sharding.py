@@ -21,8 +21,10 @@ weight dtypes); what the engines add:
   modelled), split as calc/vision.py lists (mm_encoder_tp_mode "weights", the default), in the
   model dtype. SGLang builds them too (gemma3_mm.py SiglipVisionModel); its split is taken as
   vLLM's: exact at tp 1, not checked against an SGLang log at tp > 1.
-Expert parallelism: with enable_expert_parallel the experts are split ep = tp x dp ways
-whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways.
+Expert parallelism: with enable_expert_parallel vLLM splits the experts ep = tp x dp ways
+whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways; SGLang over
+ep = tp_size, and its DP attention splits other modules over other groups (a Split:
+calc.serving.sglang_parallel).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from math import ceil
 
 from calc.dtypes import dtype_bits
 from calc.params import norm_params
-from calc.serving.shard_layers import QUANTIZABLE, check_engine_parallel, layer_rank_bytes
+from calc.serving.shard_layers import QUANTIZABLE, Split, check_engine_parallel, layer_rank_bytes
 from calc.sharding import (
     DEFAULT_GROUP_SIZE,
     DEFAULT_SCALE_BYTES,
@@ -173,12 +175,14 @@ def rank_weight_bytes(
     zero_point_bits: int = 0,
     engine: str = "vllm",
     vllm_version: tuple[int, ...] | None = None,
+    split: Split | None = None,
 ) -> tuple[int, ...]:
     """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
     each layer as calc.serving.shard_layers splits it. With `vllm_version` (engine "vllm", an
     unquantized weight_dtype): what vLLM's "Model loading took" counts, each tensor as torch's
     caching allocator rounds it (calc.serving.allocator); engine "sglang" with a version: the
-    segments SGLang's "mem usage" sees."""
+    segments SGLang's "mem usage" sees. `split`: SGLang's other TP groups (DP attention:
+    calc.serving.sglang_parallel), None: every module over tp."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = (group_size, scale_bytes, zero_point_bits)
     h = spec.hidden_size
@@ -187,10 +191,12 @@ def rank_weight_bytes(
             f"'expert parallel size' (tp x dp = {ep}) must divide num_local_experts="
             f"{spec.num_local_experts}"
         )
-    layers = layer_rank_bytes(spec, tp, ep, lambda n, comp: _bytes(n, comp, weight_dtype, q))
+    price = lambda n, comp: _bytes(n, comp, weight_dtype, q)  # noqa: E731
+    layers = layer_rank_bytes(spec, tp, ep, price, split)
     final_norm = norm_params(spec) if spec.final_norm else 0
-    rows = ceil(padded_vocab(spec.vocab_size) / tp)
-    table = _bytes(rows * h, "embed", weight_dtype, q)
+    embed_tp, head_tp = (tp, tp) if split is None else (split.embed, split.head)
+    table = _bytes(ceil(padded_vocab(spec.vocab_size) / embed_tp) * h, "embed", weight_dtype, q)
+    head = _bytes(ceil(padded_vocab(spec.vocab_size) / head_tp) * h, "embed", weight_dtype, q)
     pos = 0
     if spec.position_embedding == "learned":  # replicated
         pos = _bytes(spec.max_position_embeddings * h, "pos_embed", weight_dtype, q)
@@ -199,18 +205,21 @@ def rank_weight_bytes(
     quantized = "weight_dtype" if weight_dtype in QUANTIZED_DTYPES else ""
     wb = dtype_bits(UNQUANTIZED_DTYPE if quantized else weight_dtype) // 8
     vision = vision_rank_bytes(spec, tp, wb, quantized)
-    split = pp_layer_split(spec.num_hidden_layers, pp, partition)
+    layout = pp_layer_split(spec.num_hidden_layers, pp, partition)
     if vllm_version is not None and engine in ("vllm", "sglang") and not quantized:
-        lm_head = table if not spec.tie_word_embeddings or pp > 1 else 0
+        lm_head = head if not spec.tie_word_embeddings or pp > 1 else 0
         ends = ((table, pos), (norm_b, lm_head))
         sglang = engine == "sglang"
-        return _allocated(spec, tp, ep, split, wb, ends, rope, vllm_version, vision, sglang)
+        return _allocated(
+            spec, tp, ep, layout, wb, ends, rope, vllm_version, vision, sglang, split=split
+        )
     # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
-    kv_b = mla_kv_b_copy_bytes(spec, tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
+    heads_tp = tp if split is None else split.attn
+    kv_b = mla_kv_b_copy_bytes(spec, heads_tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
     mla = mla_layers_per_rank(spec, pp, partition) if quantized else (0,) * pp
     out = []
     start = 0
-    for r, n_layers in enumerate(split):
+    for r, n_layers in enumerate(layout):
         b = sum(layers[start : start + n_layers]) + rope + vision + mla[r] * kv_b
         start += n_layers
         if r == 0:
@@ -218,12 +227,14 @@ def rank_weight_bytes(
         if r == pp - 1:
             b += norm_b
             if not spec.tie_word_embeddings or pp > 1:
-                b += table
+                b += head
         out.append(b)
     return tuple(out)
 
 
-def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=False, quant=None):
+def _allocated(
+    spec, tp, ep, layout, wb, ends, rope, version, vision, sglang=False, quant=None, split=None
+):
     """Each pipeline rank's tensors as the caching allocator counts them (the vision encoder
     as its plain bytes): vLLM's "Model loading took" reads the allocated bytes; SGLang's "Load
     weight end ... mem usage" is the drop in free device memory after torch.cuda.empty_cache()
@@ -235,7 +246,7 @@ def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=Fals
 
     elements = rotary_cache_elements(spec) if rope else 0
     out, start = [], 0
-    for r, n_layers in enumerate(split):
+    for r, n_layers in enumerate(layout):
         events = vllm_load_events(
             spec,
             tp,
@@ -243,11 +254,12 @@ def _allocated(spec, tp, ep, split, wb, ends, rope, version, vision, sglang=Fals
             range(start, start + n_layers),
             wb,
             head=[n for n in ends[0] if n and r == 0],
-            tail=[n for n in ends[1] if n and r == len(split) - 1],
+            tail=[n for n in ends[1] if n and r == len(layout) - 1],
             rope_bytes=rope,
             rope_elements=elements,
             scalars=0 if sglang else attention_scalars(version),
             quant=quant,
+            split=split,
         )
         start += n_layers
         counted = caching_allocator(events, empty_cache=sglang)[1 if sglang else 0]
