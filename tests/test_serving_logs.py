@@ -25,7 +25,8 @@ def test_at_least_twenty_public_logs_cover_the_categories():
     for want in ("dense-gqa", "moe", "mla", "sliding-hybrid", "fp8-kv", "tp>1", "pp>1", "sglang"):
         assert want in cats, want
     for case in CASES:
-        assert case["url"].startswith("https://github.com/")
+        # a GitHub issue / PR / file, or a public page that prints the log (a blog post)
+        assert case["url"].startswith("https://")
         assert case["logged"]["excerpt"].strip()
 
 
@@ -172,3 +173,21 @@ def test_v07_profile_sum_counts_only_the_profile_runs_non_torch_increase():
     old = engine_plan("llama-3.1-8b", "rtx-3090", version="0.6.4", max_model_len=20000)
     assert old.non_torch_bytes == int(0.38 * 2**30)
     assert abs(old.non_torch_bytes / 2**30 - 0.35) <= 0.1
+
+
+def test_v0_profile_sentence_gives_the_weights_when_no_load_line_is_quoted():
+    # vllm PR #14447 (V0 0.8.3, RTX 3090 x 16): "model weights take 21.21GiB; non_torch_memory
+    # takes 0.20GiB; PyTorch activation peak memory takes 0.37GiB; the rest of the memory
+    # reserved for KV Cache is 1.57GiB." (vllm/worker/worker.py, 0.8.3 sdist)
+    line = (
+        "INFO 04-12 08:21:19 [worker.py:267] model weights take 21.21GiB; non_torch_memory "
+        "takes 0.20GiB; PyTorch activation peak memory takes 0.37GiB; the rest of the memory "
+        "reserved for KV Cache is 1.57GiB."
+    )
+    got = parse_log(line)
+    assert (got["weights_gib"], got["non_torch_gib"], got["activation_peak_gib"]) == (
+        21.21, 0.20, 0.37,
+    )  # fmt: skip
+    # the load's 4-decimal line wins where both are quoted (it comes first in a log)
+    both = "Loading model weights took 14.9888 GB\n" + line.replace("21.21", "14.99")
+    assert parse_log(both)["weights_gib"] == 14.9888

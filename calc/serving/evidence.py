@@ -162,6 +162,10 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         out.append(_eq(cid, "refused at start-up", True, not p.fits, note))
     if no_weights:
         out.append(Check(cid, "weights, available memory", "-", "-", "not modelled", no_weights[0]))
+        if _gpu(case) is not None and "non_torch_gib" in log and "peak_torch_gib" not in log:
+            # the profile's non-torch increase does not depend on the weights
+            p = engine_plan(spec, hw, weight_dtype=wd, **s)
+            out.append(_abs(cid, "non_torch_gib", log["non_torch_gib"], p.non_torch_bytes / GIB))
         return out
     if "pp_weights_gib" in log:  # each pipeline rank's "weights memory" (DEBUG line)
         w = prepare(spec, hw, weight_dtype=wd, **s)[4]

@@ -23,8 +23,11 @@ import re
 
 _NUM = r"(-?[0-9][0-9,]*\.?[0-9]*)"
 PATTERNS: dict[str, re.Pattern] = {
+    # the load's line (4 decimals until 0.11); else V0 0.7+'s profile sentence, "model weights
+    # take X GiB" (2 decimals: vllm/worker/worker.py, 0.7.2 / 0.8.3 sdists)
     "weights_gib": re.compile(
         rf"(?:Model loading took|Loading model weights took) {_NUM} G(?:i)?B"
+        rf"|model weights take {_NUM}GiB"
     ),
     "available_kv_cache_gib": re.compile(rf"Available KV cache memory: {_NUM} GiB"),
     "gpu_kv_cache_tokens": re.compile(rf"GPU KV cache size: {_NUM} tokens"),
@@ -117,8 +120,8 @@ def parse_log(text: str) -> dict:
         elif key == "sglang_avail_after_weights_gib":
             out[key] = _num(match.group(1), key)
             out["weights_gib"] = _num(match.group(2), key)
-        else:
-            out.setdefault(key, _num(match.group(1), key))
+        else:  # the first group that matched (a pattern may offer alternatives)
+            out.setdefault(key, _num(next(g for g in match.groups() if g is not None), key))
     if "refused_available_gib" in out:
         out.setdefault("available_kv_cache_gib", out.pop("refused_available_gib"))
     for key, name in (("torch_peak_increase_gib", "activation_peak_gib"),
