@@ -79,6 +79,12 @@ def add_engine_args(p) -> None:
         help="SGLang page size (default 1)",
     )
     g.add_argument(
+        "--disable-piecewise-cuda-graph",
+        action="store_true",
+        default=None,
+        help="SGLang (default: the release's: on from 0.5.10 where its rules allow)",
+    )
+    g.add_argument(
         "--target-concurrency",
         type=_frac,
         default=None,
@@ -139,6 +145,7 @@ def engine_settings(args, spec) -> dict:
         for flag, val, default in (
             ("--mem-fraction-static", args.mem_fraction_static, None),
             ("--page-size", args.page_size, None),
+            ("--disable-piecewise-cuda-graph", args.disable_piecewise_cuda_graph, None),
         ):
             if val != default:
                 raise ValueError(f"'{flag}' is an SGLang setting: vLLM takes --util / --block-size")
@@ -162,7 +169,11 @@ def engine_settings(args, spec) -> dict:
                 raise ValueError(
                     f"'{flag}' is a vLLM setting: SGLang takes --mem-fraction-static / --page-size"
                 )
-        s.update(mem_fraction_static=args.mem_fraction_static, page_size=args.page_size)
+        s.update(
+            mem_fraction_static=args.mem_fraction_static,
+            page_size=args.page_size,
+            disable_piecewise_cuda_graph=args.disable_piecewise_cuda_graph,
+        )
     return s
 
 
