@@ -28,10 +28,10 @@ def test_sglang_mem_fraction_by_tp_in_the_04_series():
     for tp, frac in ((1, 0.88), (2, 0.87), (4, 0.85), (8, 0.81), (16, 0.79)):
         cfg = engine_config("sglang", version="0.4.6", tensor_parallel_size=tp)
         assert cfg.mem_fraction_static == frac
-    # after the newest release read (v0.5.6.post2, tests/test_serving_sglang.py): refused
-    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.5.7"):
-        engine_config("sglang", version="0.5.7")
-    assert engine_config("sglang", version="0.5.7", mem_fraction_static=0.8).page_size == 1
+    # after the newest release read (v0.5.23, tests/test_serving_sglang_2026.py): refused
+    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for sglang 0.5.24"):
+        engine_config("sglang", version="0.5.24")
+    assert engine_config("sglang", version="0.5.24", mem_fraction_static=0.8).page_size == 1
 
 
 @pytest.mark.parametrize(

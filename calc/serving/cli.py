@@ -96,6 +96,12 @@ def add_engine_args(p) -> None:
         help="SGLang page size (default 1)",
     )
     g.add_argument(
+        "--disable-piecewise-cuda-graph",
+        action="store_true",
+        default=None,
+        help="SGLang (default: the release's: on from 0.5.10 where its rules allow)",
+    )
+    g.add_argument(
         "--target-concurrency",
         type=_frac,
         default=None,
@@ -159,6 +165,7 @@ def engine_settings(args, spec) -> dict:
             ("--enable-dp-attention", args.enable_dp_attention, False),
             ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
             ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
+            ("--disable-piecewise-cuda-graph", args.disable_piecewise_cuda_graph, None),
         ):
             if val != default:
                 tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
@@ -189,6 +196,7 @@ def engine_settings(args, spec) -> dict:
             enable_dp_attention=args.enable_dp_attention or None,
             enable_dp_lm_head=args.enable_dp_lm_head or None,
             moe_dense_tp_size=args.moe_dense_tp_size,
+            disable_piecewise_cuda_graph=args.disable_piecewise_cuda_graph,
         )
     return s
 

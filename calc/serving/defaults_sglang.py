@@ -14,7 +14,7 @@ mem_fraction_static when unset:
   GiB, (12 + tp x pp / 2) GiB under 160 GiB, else 32 GiB; + 4 GiB with DP attention.
 - v0.5.3rc2 (0b13cbb; sglang #10372 "Restruct gpu_memory_settings in a unify function" 05a3526,
   and #10975 "Use more general heuristics to set the default value of --mem-fraction-static"
-  a17e70f) to v0.5.6.post2 (5c8bd8b), the newest read: ServerArgs._handle_gpu_memory_settings,
+  a17e70f) to v0.5.6.post2 (5c8bd8b; later releases: defaults_sglang_2026.py): ServerArgs._handle_gpu_memory_settings,
   reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8
   x 1024 MiB; with DP attention + cuda_graph_max_bs x dp x 3, and x 1.5 more when
   cuda_graph_max_bs > 300; at least 10 GiB on GPUs over 60 GiB.
@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import re
 
+from calc.serving import defaults_sglang_2026 as sg26
+
 # versions are (major, minor, patch, n): n = post number, 0 for the release, rc - 100 for an rc
 SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
 SGLANG_GPU_MEM_FROM = (0, 4, 5, 3)  # sglang #5604: the table on GPUs of <= 81920 MiB only
@@ -59,7 +61,7 @@ SGLANG_VLM_FROM = (0, 4, 9)  # sglang #7748 (14229cc): x 0.90 on the default onl
 SGLANG_GENERAL_FROM = (0, 5, 3, -98)  # 0.5.3rc2: sglang #10372 + #10975, bump 0b13cbb
 SGLANG_NSA_08 = ((0, 5, 3, -98), (0, 5, 3, 1))  # [from, until): 0.8 for DeepSeek NSA (#11061)
 SGLANG_GRAPH_BS_24_FROM = (0, 5, 4, 1)  # sglang #12124 (4caca1b), bump 55d75e1
-SGLANG_NEWEST = (0, 5, 6, 2)  # v0.5.6.post2 (5c8bd8b): the newest release read
+SGLANG_NEWEST = (0, 5, 23, 0)  # v0.5.23 (after v0.5.6.post2: defaults_sglang_2026.py)
 _V = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+)|rc(\d+)|\.(\d+))?$")
 
 
@@ -82,6 +84,8 @@ def _name(v: tuple[int, ...]) -> str:
 
 def sglang_chunk_default(version: tuple[int, ...], gpu_memory_gib: float) -> int:
     """chunked_prefill_size when unset (module docstring)."""
+    if version > sg26.AFTER_056:
+        return sg26.chunk_default(version, gpu_memory_gib)
     mib = round(gpu_memory_gib * 1024, 3)
     if version < SGLANG_RESERVE_FROM:
         return _sglang_chunk(gpu_memory_gib)
@@ -92,9 +96,13 @@ def sglang_chunk_default(version: tuple[int, ...], gpu_memory_gib: float) -> int
     return 8192 if mib < 160 * 1024 else 16384
 
 
-def sglang_graph_bs_default(version: tuple[int, ...], gpu_memory_gib: float, tp: int):
+def sglang_graph_bs_default(
+    version: tuple[int, ...], gpu_memory_gib: float, tp: int, max_running_requests=None
+):
     """cuda_graph_max_bs when unset, where the mem_fraction_static rule reads it (v0.5.3rc2 on;
     None before: the reserve did not read it)."""
+    if version > sg26.AFTER_056:
+        return sg26.graph_bs_default(version, gpu_memory_gib, tp, max_running_requests)
     if version < SGLANG_GENERAL_FROM:
         return None
     mib, small = round(gpu_memory_gib * 1024, 3), tp < 4
@@ -117,14 +125,29 @@ def sglang_mem_fraction_default(
     dp_attention: bool = False,
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    **newer,
 ) -> float:
     """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
     computes it (module docstring). chunked_prefill_size / cuda_graph_max_bs: as given, None for
-    the release's default. A clear error before v0.4.0 and after the newest release read."""
+    the release's default; `newer`: what releases after v0.5.6.post2 also read
+    (defaults_sglang_2026.mem_fraction_default). A clear error before v0.4.0 and after the newest
+    release read."""
     if not SGLANG_TP_TABLE[0] <= version <= SGLANG_NEWEST:
         raise ValueError(
             f"'mem_fraction_static' must be given for sglang {_name(version)}: kvcalc knows the "
             f"defaults of 0.4.0 to {_name(SGLANG_NEWEST)} only"
+        )
+    if version > sg26.AFTER_056:
+        return sg26.mem_fraction_default(
+            version,
+            tp,
+            gpu_memory_gib,
+            pp,
+            dp=dp,
+            dp_attention=dp_attention,
+            chunked_prefill_size=chunked_prefill_size,
+            cuda_graph_max_bs=cuda_graph_max_bs,
+            **newer,
         )
     mem = round(gpu_memory_gib * 1024, 3)  # nvidia-smi memory.total, MiB
     if version >= SGLANG_GENERAL_FROM:  # _handle_gpu_memory_settings (0b13cbb .. 5c8bd8b)

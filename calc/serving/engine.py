@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.dtypes import canonical_dtype
+from calc.serving import defaults_sglang_2026 as sg26
 from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was their home)
     CHUNKED_LOCAL_HYBRID_FROM,
     GPU_MEMORY_UTILIZATION,
@@ -165,6 +166,9 @@ class SglangConfig(EngineConfig):
     # what the default mem_fraction_static reads from 0.5.3rc2 on (defaults_sglang.py)
     cuda_graph_max_bs: int | None = Field(default=None, gt=0)
     swa_full_tokens_ratio: float = Field(default=0.8, gt=0, le=1)
+    # --disable-piecewise-cuda-graph; None: the release's default (on from 0.5.10 where SGLang's
+    # rules allow, defaults_sglang_2026.py); it changes the default mem_fraction_static
+    disable_piecewise_cuda_graph: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
@@ -201,13 +205,17 @@ def engine_config(
     gpu_vendor: str = "NVIDIA",
     multimodal: str | None = None,
     nsa: bool = False,
+    mla: bool | None = None,
+    linear_attention: bool = False,
+    model_name: str = "",
     **settings,
 ) -> VllmConfig | SglangConfig:
     """A validated config with the version's defaults for every setting left out or None.
 
     `gpu_memory_gib` (nvidia-smi's total / 1024) / `gpu_name` / `gpu_vendor` / `model_max_len`
     decide the defaults that depend on them; SGLang's mem_fraction_static also the model's
-    vision encoder kind (`multimodal`, None for a text model) and DeepSeek NSA (`nsa`).
+    vision encoder kind (`multimodal`, None for a text model) and DeepSeek NSA (`nsa`), and from
+    SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention and the model's name.
     A setting of the other engine is refused with its name.
     """
     if engine not in ENGINES:
@@ -234,6 +242,7 @@ def engine_config(
             )
     else:
         sv = sglang_version(version)
+        sg26.check_piecewise_setting(sv, kw.get("disable_piecewise_cuda_graph"))
         given = kw.get("mem_fraction_static")
         forced = sglang_model_checks(sv, given, multimodal=multimodal, nsa=nsa)
         if forced is not None:
@@ -244,6 +253,17 @@ def engine_config(
                     f"'mem_fraction_static' must be given for sglang {version} on a "
                     f"{gpu_vendor} GPU: kvcalc models its default from nvidia-smi's memory"
                 )
+            newer = {}
+            if sv > sg26.AFTER_056:  # what the releases after v0.5.6.post2 also read
+                newer = dict(
+                    max_running_requests=kw.get("max_running_requests"),
+                    disable_piecewise_cuda_graph=kw.get("disable_piecewise_cuda_graph"),
+                    mla=mla,
+                    nsa=nsa,
+                    linear_attention=linear_attention,
+                    model_name=model_name,
+                    context_length=kw.get("max_model_len"),  # only when given
+                )
             kw["mem_fraction_static"] = sglang_mem_fraction_default(
                 sv,
                 kw.get("tensor_parallel_size", 1),
@@ -253,16 +273,20 @@ def engine_config(
                 dp_attention=kw.get("enable_dp_attention", False),
                 chunked_prefill_size=kw.get("chunked_prefill_size"),
                 cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
+                **newer,
             )
         scale = sglang_vlm_runner_scale(sv, multimodal)  # ModelRunner's own, before 0.4.9
         kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
         kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
         tp = kw.get("tensor_parallel_size", 1)
-        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp))
+        mrr = kw.get("max_running_requests")
+        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
         if kw.get("enable_dp_attention") and kw.get("data_parallel_size", 1) > 1:
             # server_args: "DP attention is enabled. The chunked prefill size is adjusted";
             # // 2 before 0.4.4.post1 (where dp_size was set to tp_size), // dp_size from it
             div = kw["data_parallel_size"] if sv >= (0, 4, 4, 1) else 2
             kw["chunked_prefill_size"] = kw["chunked_prefill_size"] // div
+        mrr = kw.get("max_running_requests")
+        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)
