@@ -84,13 +84,11 @@ def _name(v: tuple[int, ...]) -> str:
 
 def sglang_chunk_default(version: tuple[int, ...], gpu_memory_gib: float) -> int:
     """chunked_prefill_size when unset (module docstring)."""
-    if version > sg26.AFTER_056:
-        return sg26.chunk_default(version, gpu_memory_gib)
     mib = round(gpu_memory_gib * 1024, 3)
     if version < SGLANG_RESERVE_FROM:
         return _sglang_chunk(gpu_memory_gib)
     if mib < 35 * 1024:
-        return 2048
+        return 4096 if 20 * 1024 <= mib and version >= sg26.SMALL_GPU_FROM else 2048
     if version >= SGLANG_GENERAL_FROM and mib < 60 * 1024:
         return 4096
     return 8192 if mib < 160 * 1024 else 16384
@@ -101,18 +99,22 @@ def sglang_graph_bs_default(
 ):
     """cuda_graph_max_bs when unset, where the mem_fraction_static rule reads it (v0.5.3rc2 on;
     None before: the reserve did not read it)."""
-    if version > sg26.AFTER_056:
-        return sg26.graph_bs_default(version, gpu_memory_gib, tp, max_running_requests)
     if version < SGLANG_GENERAL_FROM:
         return None
     mib, small = round(gpu_memory_gib * 1024, 3), tp < 4
     if mib < 20 * 1024:
-        return 8
-    if mib < 35 * 1024:
-        return (24 if version >= SGLANG_GRAPH_BS_24_FROM else 16) if small else 80
-    if mib < 60 * 1024:
-        return 32 if small else 160
-    return 256 if small and mib < 160 * 1024 else 512
+        bs = 8
+    elif mib < 35 * 1024 and version >= sg26.SMALL_GPU_FROM:
+        bs = 48 if small else 160
+    elif mib < 35 * 1024:
+        bs = (24 if version >= SGLANG_GRAPH_BS_24_FROM else 16) if small else 80
+    elif mib < 60 * 1024:
+        bs = 32 if small else 160
+    else:
+        bs = 256 if small and mib < 160 * 1024 else 512
+    if version >= sg26.GRAPH_BS_MRR_CAP_FROM and max_running_requests is not None:
+        bs = min(bs, max_running_requests)
+    return bs
 
 
 def sglang_mem_fraction_default(
@@ -130,34 +132,27 @@ def sglang_mem_fraction_default(
     """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
     computes it (module docstring). chunked_prefill_size / cuda_graph_max_bs: as given, None for
     the release's default; `newer`: what releases after v0.5.6.post2 also read
-    (defaults_sglang_2026.mem_fraction_default). A clear error before v0.4.0 and after the newest
+    (defaults_sglang_2026.prefill_graph_extra_mib). A clear error before v0.4.0 and after the newest
     release read."""
     if not SGLANG_TP_TABLE[0] <= version <= SGLANG_NEWEST:
         raise ValueError(
             f"'mem_fraction_static' must be given for sglang {_name(version)}: kvcalc knows the "
             f"defaults of 0.4.0 to {_name(SGLANG_NEWEST)} only"
         )
-    if version > sg26.AFTER_056:
-        return sg26.mem_fraction_default(
-            version,
-            tp,
-            gpu_memory_gib,
-            pp,
-            dp=dp,
-            dp_attention=dp_attention,
-            chunked_prefill_size=chunked_prefill_size,
-            cuda_graph_max_bs=cuda_graph_max_bs,
-            **newer,
-        )
     mem = round(gpu_memory_gib * 1024, 3)  # nvidia-smi memory.total, MiB
-    if version >= SGLANG_GENERAL_FROM:  # _handle_gpu_memory_settings (0b13cbb .. 5c8bd8b)
+    if version >= SGLANG_GENERAL_FROM:  # _handle_gpu_memory_settings (0b13cbb .. 0.5.23)
+        mrr = newer.pop("max_running_requests", None)
         chunk = chunked_prefill_size or sglang_chunk_default(version, gpu_memory_gib)
-        bs = cuda_graph_max_bs or sglang_graph_bs_default(version, gpu_memory_gib, tp)
+        bs = cuda_graph_max_bs or sglang_graph_bs_default(version, gpu_memory_gib, tp, mrr)
         reserved = 512 + max(chunk, 2048) * 1.5 + bs * 2 + tp * pp / 8 * 1024
         if dp_attention:
             reserved += bs * dp * 3
             if bs > 300:
                 reserved += bs * dp * 1.5
+        if version > sg26.AFTER_056:
+            reserved += sg26.prefill_graph_extra_mib(
+                version, chunk, pp, dp_attention=dp_attention, **newer
+            )
         if mem > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
         return round((mem - reserved) / mem, 3)

@@ -3,7 +3,8 @@ max batch size, mem_fraction_static), read in the released wheels' sources (pypi
 <version> wheels: python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings up to
 0.5.18; from 0.5.19 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings and
 cuda_graph_hook.py, run in that order by arg_groups/pipeline.py run_resolution_pipeline).
-calc/serving/defaults_sglang.py dispatches here for releases after v0.5.6.post2.
+calc/serving/defaults_sglang.py keeps the tables and the reserve formula (one home for every
+release); this module adds what changed after v0.5.6.post2.
 
 mem_fraction_static when unset = round((gpu_mem - reserved) / gpu_mem, 3), gpu_mem nvidia-smi's
 MiB, reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2
@@ -62,36 +63,6 @@ SMALL_GPU_FROM = (0, 5, 20, 0)  # 20 - 35 GiB: chunk 4096, max_bs 48 / 160
 GRAPH_BS_MRR_CAP_FROM = (0, 5, 22, 0)
 SGLANG_NEWEST_2026 = (0, 5, 23, 0)
 MLA_PCG_MIB = 1.5 * 1024
-
-
-def chunk_default(version: tuple[int, ...], gpu_memory_gib: float) -> int:
-    """chunked_prefill_size when unset, 0.5.7 - 0.5.23 (module docstring)."""
-    mib = round(gpu_memory_gib * 1024, 3)
-    if mib < 20 * 1024:
-        return 2048
-    if mib < 35 * 1024:
-        return 4096 if version >= SMALL_GPU_FROM else 2048
-    if mib < 60 * 1024:
-        return 4096
-    return 8192 if mib < 160 * 1024 else 16384
-
-
-def graph_bs_default(
-    version: tuple[int, ...], gpu_memory_gib: float, tp: int, max_running_requests=None
-) -> int:
-    """cuda_graph_max_bs (cuda_graph_config.decode.max_bs from 0.5.14) when unset."""
-    mib, small = round(gpu_memory_gib * 1024, 3), tp < 4
-    if mib < 20 * 1024:
-        bs = 8
-    elif mib < 35 * 1024:
-        bs = (48 if small else 160) if version >= SMALL_GPU_FROM else (24 if small else 80)
-    elif mib < 60 * 1024:
-        bs = 32 if small else 160
-    else:
-        bs = 256 if small and mib < 160 * 1024 else 512
-    if version >= GRAPH_BS_MRR_CAP_FROM and max_running_requests is not None:
-        bs = min(bs, max_running_requests)
-    return bs
 
 
 def prefill_graph_tokens(max_tokens: int) -> list[int]:
@@ -174,17 +145,12 @@ def prefill_graph_reserve_mib(
     return len(prefill_graph_tokens(max_tokens)) * 8
 
 
-def mem_fraction_default(
+def prefill_graph_extra_mib(
     version: tuple[int, ...],
-    tp: int,
-    gpu_memory_gib: float,
+    chunk: int,
     pp: int = 1,
     *,
-    dp: int = 1,
     dp_attention: bool = False,
-    chunked_prefill_size: int | None = None,
-    cuda_graph_max_bs: int | None = None,
-    max_running_requests: int | None = None,
     disable_piecewise_cuda_graph: bool | None = None,
     mla: bool | None = None,
     nsa: bool = False,
@@ -192,19 +158,10 @@ def mem_fraction_default(
     model_name: str = "",
     context_length: int | None = None,
 ) -> float:
-    """mem_fraction_static when unset, 0.5.7 - 0.5.23 (module docstring). `mla` (the model's
-    attention is MLA) is needed once the prefill graph is on by default (0.5.10)."""
-    if not AFTER_056 < version <= SGLANG_NEWEST_2026:
-        raise ValueError(f"sglang {version} is not a release of 0.5.7 - 0.5.23")
+    """What releases after v0.5.6.post2 add to the default's reserve (MiB) before the 10 GiB
+    floor (module docstring): the prefill graph's, when it is on. `mla` (the model's attention
+    is MLA) is needed once the graph is on by default (0.5.10)."""
     check_piecewise_setting(version, disable_piecewise_cuda_graph)
-    mem = round(gpu_memory_gib * 1024, 3)  # nvidia-smi memory.total, MiB
-    chunk = chunked_prefill_size or chunk_default(version, gpu_memory_gib)
-    bs = cuda_graph_max_bs or graph_bs_default(version, gpu_memory_gib, tp, max_running_requests)
-    reserved = 512 + max(chunk, 2048) * 1.5 + bs * 2 + tp * pp / 8 * 1024
-    if dp_attention:
-        reserved += bs * dp * 3
-        if bs > 300:
-            reserved += bs * dp * 1.5
     on = prefill_graph_on(
         version,
         disable=disable_piecewise_cuda_graph,
@@ -215,15 +172,13 @@ def mem_fraction_default(
         dp_attention=dp_attention,
         pp=pp,
     )
-    if on:
-        if mla is None:
-            raise ValueError(
-                f"'mla' must be given for sglang {'.'.join(map(str, version[:3]))}'s default "
-                "mem_fraction_static: its prefill CUDA graph reserves 1.5 GiB with MLA"
-            )
-        reserved += prefill_graph_reserve_mib(
-            version, chunk, mla=mla, model_name=model_name, context_length=context_length
+    if not on:
+        return 0
+    if mla is None:
+        raise ValueError(
+            f"'mla' must be given for sglang {'.'.join(map(str, version[:3]))}'s default "
+            "mem_fraction_static: its prefill CUDA graph reserves 1.5 GiB with MLA"
         )
-    if mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((mem - reserved) / mem, 3)
+    return prefill_graph_reserve_mib(
+        version, chunk, mla=mla, model_name=model_name, context_length=context_length
+    )
