@@ -133,9 +133,8 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             ("num_gpu_blocks", "GPU blocks"),
         ):
             if key in log and log.get("token_line_other_rank"):
-                per_block = lay.page_bytes(B) * (
-                    max(lay.rank_layers) if groups == 1 else lay.group_size
-                )
+                one = lay.page_bytes(B) * lay.group_size
+                per_block = _block_bytes(lay, B) if groups == 1 else one
                 out.append(_other_rank(cid, label, log[key], lo, hi, x, B, per_block))
             elif key in log:
                 out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
@@ -152,9 +151,10 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     if "max_concurrency" in log:
         out.append(_concurrency(cid, log, cfg, lay, B, L))
     if log.get("refusal"):
-        page_all = lay.page_bytes(B) * max(lay.rank_layers)
-        n = log.get("num_gpu_blocks") or log["kv_cache_capacity_tokens"] // B
-        p = engine_plan(spec, hw, available_kv_gib=n * page_all / GIB, weight_dtype=wd, **s)
+        n = _logged_blocks(log, B)
+        p = engine_plan(
+            spec, hw, available_kv_gib=n * _block_bytes(lay, B) / GIB, weight_dtype=wd, **s
+        )
         out.append(_eq(cid, "refusal", log["refusal"], p.refusal, "from the logged blocks"))
     if log.get("refused") or (x is not None and x <= 0):
         p = engine_plan(spec, hw, available_kv_gib=x, weight_dtype=wd, **s)
@@ -200,17 +200,24 @@ def _from_logged_blocks(case, spec, hw, wd, s, cfg, lay) -> list[Check]:
     """A log that prints blocks or tokens but not the memory (V0 before 0.7, refusals): the
     memory the blocks fill, n x block bytes (+ half a block: the floor's mean remainder),
     against the first-principles figure."""
-    log, B = case["logged"], cfg.block_size
-    n = log.get("num_gpu_blocks") or log.get("kv_cache_capacity_tokens", 0) // B
+    B = cfg.block_size
+    n = _logged_blocks(case["logged"], B)
     if not n:
         return []
-    per_block = lay.page_bytes(B) * max(lay.rank_layers)
     p = engine_plan(spec, hw, weight_dtype=wd, **s)
     check = _pct(
-        case["id"], "available_kv_cache_gib", round((n + 0.5) * per_block / GIB, 4),
+        case["id"], "available_kv_cache_gib", round((n + 0.5) * _block_bytes(lay, B) / GIB, 4),
         p.available_kv_cache_bytes / GIB, f"from the logged {n:,} blocks: ",
     )  # fmt: skip
     return [check]
+
+
+def _logged_blocks(log: dict, B: int) -> int:  # printed, or the token capacity / B; else 0
+    return log.get("num_gpu_blocks") or log.get("kv_cache_capacity_tokens", 0) // B
+
+
+def _block_bytes(lay, B: int) -> int:  # a block of every layer (one KV-cache group)
+    return lay.page_bytes(B) * max(lay.rank_layers)
 
 
 def _pp_ranks(case: dict, cfg, lay, x: float) -> list[Check]:

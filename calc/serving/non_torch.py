@@ -83,10 +83,10 @@ def vllm_non_torch_bytes(config, hw=None) -> int:
     calibration (NON_TORCH_LLMD_*)."""
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
     v = config.version_tuple
-    if config.is_v1 and NON_TORCH_LLMD_FROM <= v < NON_TORCH_LLMD_UNTIL:
-        graphs = v >= NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM and not config.enforce_eager
+    if _llmd_release(config):
+        graphs = _holds_graph_profile(config)
         if tp == 1 and pp == 1:
-            return NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
+            return one_gpu_increase_bytes(config)
         if tp == 1 and graphs:
             return NON_TORCH_LLMD_PP
         if tp > 1 and graphs and (hw is None or nvswitch(hw)):
@@ -116,9 +116,26 @@ def pcie_non_torch_increase_bytes(config, hw) -> int:
     0.11.0 sdist), so NCCL's buffers are no longer in the increase. NVSwitch systems keep the
     calibrated 2 GiB-class figures: NCCL's NVLink SHARP buffers."""
     v, tp, pp = config.version_tuple, config.tensor_parallel_size, config.pipeline_parallel_size
-    one = NON_TORCH_INCREASE_BYTES
-    if config.is_v1 and NON_TORCH_LLMD_FROM <= v < NON_TORCH_LLMD_UNTIL:
-        graphs = v >= NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM and not config.enforce_eager
-        one = NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
     before_nccl = not config.is_v1 or v < NON_TORCH_AFTER_NCCL_V1_FROM
-    return one + (NCCL_PCIE_INCREASE_BYTES if before_nccl and tp * pp > 1 else 0)
+    nccl = NCCL_PCIE_INCREASE_BYTES if before_nccl and tp * pp > 1 else 0
+    return one_gpu_increase_bytes(config) + nccl
+
+
+def _llmd_release(config) -> bool:
+    """A V1 release the llm-d-planner calibration covers (NON_TORCH_LLMD_*)."""
+    return config.is_v1 and NON_TORCH_LLMD_FROM <= config.version_tuple < NON_TORCH_LLMD_UNTIL
+
+
+def _holds_graph_profile(config) -> bool:
+    """The memory-profiling window holds the CUDA-graph profile's captures (0.18.0 on)."""
+    v = config.version_tuple
+    return v >= NON_TORCH_HOLDS_CUDAGRAPH_PROFILE_FROM and not config.enforce_eager
+
+
+def one_gpu_increase_bytes(config) -> int:
+    """The profile run's non-torch increase on one GPU: llm-d-planner's calibration in the
+    releases it covers, else NON_TORCH_INCREASE_BYTES."""
+    if _llmd_release(config):
+        graphs = _holds_graph_profile(config)
+        return NON_TORCH_LLMD_ONE_GPU_GRAPHS if graphs else NON_TORCH_LLMD_ONE_GPU
+    return NON_TORCH_INCREASE_BYTES
