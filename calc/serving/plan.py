@@ -28,6 +28,7 @@ from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_parallel import sglang_parallel
+from calc.serving.shard_layers import attention_tp
 from calc.spec import ModelSpec
 
 
@@ -113,7 +114,7 @@ def prepare(
         hybrid = not config.disable_hybrid_kv_cache_manager
         chunked = config.allow_chunked_local_attn_hybrid
     state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
-    kv_tp = tp if split is None else split.attn  # SGLang: the KV heads of the attention group
+    kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     lay = kv_layout(
         spec, kv_tp, pp, kd, config.engine, config.version_tuple, part, hybrid, chunked, state_dtype
     )

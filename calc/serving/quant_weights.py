@@ -45,8 +45,10 @@ from calc.serving.shard_layers import (
     QUANTIZABLE,
     SPLIT_VECTORS,
     _matrix,
+    attention_tp,
     check_engine_parallel,
     layer_rank_params,
+    vocab_tp,
 )
 from calc.serving.sharding import (
     mla_kv_b_copy_bytes,
@@ -205,17 +207,15 @@ def quantized_rank_bytes(
         for n in layout:
             layers.append(sum(each[start : start + n]))
             start += n
-    embed_tp, head_tp = (tp, tp) if split is None else (split.embed, split.head)
+    embed_tp, head_tp = vocab_tp(tp, split)
     table = ceil(padded_vocab(spec.vocab_size) / embed_tp) * h * base
     rows = ceil(padded_vocab(spec.vocab_size) / head_tp)  # the LM head's
     pos = spec.max_position_embeddings * h * base if spec.position_embedding == "learned" else 0
     rope = rotary_cache_bytes(spec, 4 if base == 4 else 2, engine)  # the model dtype
     final = norm_params(spec) * base if spec.final_norm else 0
     vision = vision_rank_bytes(spec, tp, base, "quantization" if q is None else "")
-    heads_tp = tp if split is None else split.attn
-    kv_b = (
-        mla_kv_b_copy_bytes(spec, heads_tp, 4 if base == 4 else 2) if _kv_b_quantized(spec) else 0
-    )
+    kv_b = mla_kv_b_copy_bytes(spec, attention_tp(tp, split), 4 if base == 4 else 2)
+    kv_b = kv_b if _kv_b_quantized(spec) else 0
     mla = mla_layers_per_rank(spec, pp, partition)
     if q is not None and runtime is None and engine == "vllm" and vllm_version is not None:
         head = 0

@@ -53,13 +53,23 @@ class Split(NamedTuple):
     head: int  # LM head rows (the attention TP group with --enable-dp-lm-head)
 
 
+def attention_tp(tp: int, split: Split | None) -> int:
+    """The TP size attention heads are split over: SGLang's attention group, else tp."""
+    return tp if split is None else split.attn
+
+
+def vocab_tp(tp: int, split: Split | None) -> tuple[int, int]:
+    """The TP sizes of the embedding's and the LM head's vocabulary rows."""
+    return (tp, tp) if split is None else (split.embed, split.head)
+
+
 def module_tp(lin: Linear, tp: int, split: Split | None) -> int:
     """The TP size one matrix is split over: `split`'s for attention, a dense MLP of an MoE
     model and shared experts, else tp (routed experts, routers)."""
+    if lin.component.startswith("attn"):
+        return attention_tp(tp, split)
     if split is None:
         return tp
-    if lin.component.startswith("attn"):
-        return split.attn
     if lin.component == "mlp/shared":
         return split.shared
     if lin.component == "mlp" and not lin.routed:
@@ -118,7 +128,7 @@ def layer_rank_params(
     out: dict[str, int] = {}
     for lin in linears:
         out[lin.component] = out.get(lin.component, 0) + _matrix(spec, lin, tp, ep, split)
-    heads_tp = tp if split is None else split.attn
+    heads_tp = attention_tp(tp, split)
     for comp, n in _vectors(spec, layer, linears).items():
         key = f"{comp}:vectors"
         out[key] = out.get(key, 0) + (n // heads_tp if comp in SPLIT_VECTORS else n)

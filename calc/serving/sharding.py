@@ -34,7 +34,14 @@ from math import ceil
 
 from calc.dtypes import dtype_bits
 from calc.params import norm_params
-from calc.serving.shard_layers import QUANTIZABLE, Split, check_engine_parallel, layer_rank_bytes
+from calc.serving.shard_layers import (
+    QUANTIZABLE,
+    Split,
+    attention_tp,
+    check_engine_parallel,
+    layer_rank_bytes,
+    vocab_tp,
+)
 from calc.sharding import (
     DEFAULT_GROUP_SIZE,
     DEFAULT_SCALE_BYTES,
@@ -194,7 +201,7 @@ def rank_weight_bytes(
     price = lambda n, comp: _bytes(n, comp, weight_dtype, q)  # noqa: E731
     layers = layer_rank_bytes(spec, tp, ep, price, split)
     final_norm = norm_params(spec) if spec.final_norm else 0
-    embed_tp, head_tp = (tp, tp) if split is None else (split.embed, split.head)
+    embed_tp, head_tp = vocab_tp(tp, split)
     table = _bytes(ceil(padded_vocab(spec.vocab_size) / embed_tp) * h, "embed", weight_dtype, q)
     head = _bytes(ceil(padded_vocab(spec.vocab_size) / head_tp) * h, "embed", weight_dtype, q)
     pos = 0
@@ -214,7 +221,7 @@ def rank_weight_bytes(
             spec, tp, ep, layout, wb, ends, rope, vllm_version, vision, sglang, split=split
         )
     # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
-    heads_tp = tp if split is None else split.attn
+    heads_tp = attention_tp(tp, split)
     kv_b = mla_kv_b_copy_bytes(spec, heads_tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
     mla = mla_layers_per_rank(spec, pp, partition) if quantized else (0,) * pp
     out = []
