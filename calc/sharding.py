@@ -52,9 +52,17 @@ UNQUANTIZED_DTYPE = "bf16"  # embedding, LM head, norms and router of a quantize
 
 
 def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
-    """tp and pp as ints, or a ValueError naming the rule that fails."""
+    """tp and pp as ints for the generic planner, or a ValueError naming the rule that fails
+    (a model it does not plan, then the split)."""
     tp, pp = check_count("tp", tp), check_count("pp", pp)
     check_plannable(spec)
+    return check_split(spec, tp, pp)
+
+
+def check_split(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
+    """tp and pp as ints, or a ValueError: the head and layer rules of any split, the engines'
+    too (vLLM and SGLang refuse a tp that does not divide the query heads)."""
+    tp, pp = check_count("tp", tp), check_count("pp", pp)
     H, G, L = spec.num_attention_heads, spec.n_kv_heads, spec.num_hidden_layers
     if H % tp:
         raise ValueError(f"'tp' must divide num_attention_heads={H}: got {tp}")
@@ -68,8 +76,19 @@ def check_parallel(spec: ModelSpec, tp: int, pp: int = 1) -> tuple[int, int]:
 def check_plannable(spec: ModelSpec) -> None:
     """The memory planner models uniform layers of full or sliding GQA attention and one MLP
     kind; anything else is refused by name rather than planned wrong."""
+    why = unplannable(spec)
+    if why:
+        raise ValueError(
+            f"'model' {spec.name!r} has {why}, which this generic memory planner does not model: "
+            "plan it as the engine does with --engine vllm or --engine sglang "
+            "(calc.serving.engine_plan); kvcalc kv / attention show its cache and FLOPs"
+        )
+
+
+def unplannable(spec: ModelSpec) -> str | None:
+    """What in `spec` the generic planner does not model ("MLA attention", ...), or None."""
     kinds = set(spec.attention_counts) - {"full_attention", "sliding_attention"}
-    why = (
+    return (
         "MLA attention" if spec.is_mla
         else f"{sorted(kinds)[0]} layers" if kinds
         else "shared experts" if spec.shared_expert_intermediate_size
@@ -78,12 +97,6 @@ def check_plannable(spec: ModelSpec) -> None:
         else "router biases" if spec.router_bias
         else None
     )  # fmt: skip
-    if why:
-        raise ValueError(
-            f"'model' {spec.name!r} has {why}, which this generic memory planner does not model: "
-            "plan it as the engine does with --engine vllm or --engine sglang "
-            "(calc.serving.engine_plan); kvcalc kv / attention show its cache and FLOPs"
-        )
 
 
 def kv_heads_per_gpu(spec: ModelSpec, tp: int) -> int:

@@ -1,8 +1,9 @@
 """Which tensor-parallel degrees a model allows on N GPUs, and which to pick when none is given.
 
-The rules are calc.sharding.check_parallel's (tp divides the query heads, and divides or is a
-multiple of the KV heads; pp = gpus / tp stages of at most one layer each); this module only
-searches them, so the CLI (`kvcalc plan --gpus 3`) and the dashboard's TP menu offer what works
+The rules are calc.sharding.check_split's (tp divides the query heads, and divides or is a
+multiple of the KV heads; pp = gpus / tp stages of at most one layer each): the split's own, for
+the generic planner and the engines alike (a model the generic planner does not plan is refused
+there, by name, not here). This module only searches them, so the CLI (`kvcalc plan --gpus 3`) and the dashboard's TP menu offer what works
 and say why the rest does not.
 
 >>> from calc.presets import load_preset
@@ -15,7 +16,7 @@ and say why the rest does not.
 from __future__ import annotations
 
 from calc.errors import check_count
-from calc.sharding import check_parallel, check_plannable
+from calc.sharding import check_plannable, check_split
 from calc.spec import ModelSpec
 
 
@@ -24,7 +25,7 @@ def tp_problem(spec: ModelSpec, gpus: int, tp: int) -> str | None:
     if gpus % tp:
         return f"'tp' must divide gpus={gpus} (pp = gpus / tp): got {tp}"
     try:
-        check_parallel(spec, tp, gpus // tp)
+        check_split(spec, tp, gpus // tp)
     except ValueError as e:
         return str(e)
     return None
@@ -39,10 +40,12 @@ def valid_tps(spec: ModelSpec, gpus: int) -> list[int]:
 def tp_rule(spec: ModelSpec) -> str:
     """The rule in words, for a help text."""
     H, G = spec.num_attention_heads, spec.n_kv_heads
+    kv = "" if spec.is_mla else (
+        f", and divide or be a multiple of the {G} KV head{'s' if G != 1 else ''}"
+    )  # fmt: skip
     return (
-        f"tp must divide the GPU count (pp = GPUs / tp), divide the {H} query heads, and divide "
-        f"or be a multiple of the {G} KV head{'s' if G != 1 else ''}; pp may not exceed the "
-        f"{spec.num_hidden_layers} layers"
+        f"tp must divide the GPU count (pp = GPUs / tp), divide the {H} query heads{kv}; pp "
+        f"may not exceed the {spec.num_hidden_layers} layers"
     )
 
 

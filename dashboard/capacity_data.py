@@ -29,6 +29,7 @@ from calc.serving.plan import (
     EnginePlan,
     engine_plan,
 )
+from calc.sharding import unplannable
 from calc.tp import pick_tp
 from calc.units import iec_bytes
 from dashboard.data import GB, GIB
@@ -237,6 +238,18 @@ ENGINE_VERSIONS = {
 
 
 @st.cache_data(hash_funcs=_HASH, max_entries=128, show_spinner=False)
+def generic_refusal(spec) -> str | None:
+    """Why kvcalc's generic plan (the page above the Engine section) does not plan `spec`, in
+    words that point to the engines' plans, or None when it does (calc.sharding)."""
+    why = unplannable(spec)
+    if why is None:
+        return None
+    return (
+        f"{spec.label} has {why}, which kvcalc's generic plan does not model: this page plans "
+        "it as vLLM or SGLang do, in the Engine section below (each engine's own rules)."
+    )
+
+
 def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
     """calc.serving.plan.engine_plan for the page's settings (None: the version's default)."""
     return engine_plan(spec, hw, engine, **settings)

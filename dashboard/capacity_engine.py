@@ -111,6 +111,8 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             field="max_model_len",
         )
     keys += [*own_keys, "elen"]
+    par_keys, parallel = _parallel_inputs(engine, spec, tp)
+    keys += par_keys
     if hw is None or tp is None:  # the error above says why
         return keys
     with ui.guarded():
@@ -124,6 +126,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             weight_dtype=wdtype,
             **{frac_name: frac},
             **extra,
+            **parallel,
         )
         p = cd.one_engine_plan(spec, hw, engine, **settings)
         label = f"{cd.ENGINES[engine]} {p.version}"
@@ -174,3 +177,65 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 f"{'s' if n_gpus // tp > 1 else ''})."
             )
     return keys
+
+
+def _parallel_inputs(engine: str, spec, tp: int | None) -> tuple[list[str], dict]:
+    """Expert parallelism (MoE models) and SGLang's DP attention, as each engine's flags name
+    them; returns their URL keys and the settings they set (none when left off)."""
+    moe, sglang = spec.is_moe, engine == "sglang"
+    if not moe and not sglang:
+        return [], {}
+    c = st.columns(4)
+    keys, out = [], {}
+    if moe:
+        state.init("eep", False, state.parse_bool)
+        with c[0]:
+            ep = st.checkbox(
+                "enable_expert_parallel" if not sglang else "expert parallel (ep_size = tp)",
+                key=state.wkey("eep"),
+                help="Experts split whole over the tensor-parallel GPUs instead of each "
+                "expert split across all of them.",
+            )
+        keys.append("eep")
+        if ep:
+            out["enable_expert_parallel"] = True
+    if not sglang:
+        return keys, out
+    dps = [d for d in range(2, (tp or 1) + 1) if (tp or 1) % d == 0]
+    state.init("edpa", False, state.parse_bool)
+    with c[1]:
+        dpa = st.checkbox(
+            "enable_dp_attention",
+            key=state.wkey("edpa"),
+            disabled=not dps,
+            help="Attention data-parallel over dp_size groups of the tp GPUs (MLA models, "
+            "Qwen3-MoE from 0.4.6.post5); needs tp >= 2.",
+        )
+    keys.append("edpa")
+    if not (dpa and dps):
+        return keys, out
+    state.init("edp", dps[-1], state.parse_int, choices=dps)
+    with c[2]:
+        dp = st.selectbox("dp_size", dps, key=state.wkey("edp"), help="must divide tp")
+    state.init("edph", False, state.parse_bool)
+    with c[3]:
+        head = st.checkbox(
+            "enable_dp_lm_head",
+            key=state.wkey("edph"),
+            help="The LM head split over the attention group, not the tp GPUs.",
+        )
+    keys += ["edp", "edph"]
+    out.update(enable_dp_attention=True, data_parallel_size=dp)
+    if head:
+        out["enable_dp_lm_head"] = True
+    if moe and spec.is_mla and "dense" in spec.mlp_types:  # DeepSeek's first dense layers
+        state.init("edense", False, state.parse_bool)
+        dense = c[0].checkbox(
+            "moe_dense_tp_size = 1",
+            key=state.wkey("edense"),
+            help="The dense MLP layers replicated on every GPU instead of split over tp.",
+        )
+        keys.append("edense")
+        if dense:
+            out["moe_dense_tp_size"] = 1
+    return keys, out

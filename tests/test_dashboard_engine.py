@@ -5,6 +5,8 @@ with the settings the page's URL names; the arithmetic that is simple is written
 
 from __future__ import annotations
 
+from html import unescape
+
 from dashboard_util import chart_data, errors, open_page, table
 
 from calc.serving import inverse
@@ -147,3 +149,73 @@ def test_engine_inputs_live_in_the_url_and_out_of_range_hides_results():
     assert "KV tokens" not in _tiles(at) and not at.code
     kv = open_page("capacity", **BASE, engine="kvcalc")
     assert errors(kv) == "" and not kv.code and "KV tokens" not in _tiles(kv)
+
+
+def test_sglang_dp_attention_and_expert_parallel_are_the_engines_flags():
+    """DeepSeek-V3 on 8 x H200 with SGLang's --enable-dp-attention --dp 8 --enable-ep-moe: the
+    page's plan is calc.serving's with the same flags, and differs from plain TP 8 the way
+    SGLang's sharding says: attention whole on each GPU (heads over tp / dp = 1), so more
+    weights a GPU than TP 8 alone (sglang_parallel.py)."""
+    v3 = {"model": "deepseek-v3", "gpu": "h200", "gpus": "8", "tp": "8"}
+    common = dict(engine="sglang", ever="0.4.6", elen="32768", efrac="0.85")
+    at = open_page("capacity", **v3, **common, eep="true", edpa="true", edp="8")
+    assert errors(at) == ""
+    kw = dict(version="0.4.6", tensor_parallel_size=8, max_model_len=32768)
+    p = engine_plan(
+        "deepseek-v3", "h200", "sglang", **kw, mem_fraction_static=0.85,
+        enable_expert_parallel=True, enable_dp_attention=True, data_parallel_size=8,
+    )  # fmt: skip
+    plain_tp = engine_plan(
+        "deepseek-v3", "h200", "sglang", **kw, mem_fraction_static=0.85,
+        enable_expert_parallel=True,
+    )  # fmt: skip
+    assert p.weights_bytes > plain_tp.weights_bytes
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["weights"] == p.weights_bytes
+    assert stack["KV cache"] == p.available_kv_cache_bytes
+    assert at.code[0].value.splitlines() == p.log_lines
+    # dp_size must divide tp: the menu offers only 2, 4 and 8
+    assert at.selectbox(key="capacity:edp").options == ["2", "4", "8"]
+
+
+def test_dp_attention_is_refused_by_name_where_sglang_has_no_rule_and_off_at_tp_1():
+    at = open_page(
+        "capacity", model="llama-3.1-8b", gpu="h100-sxm", gpus="2", tp="2",
+        engine="sglang", ever="0.4.6", edpa="true", edp="2",
+    )  # fmt: skip
+    assert "dp" in errors(at).lower() and "attention" in errors(at).lower()
+    one = open_page("capacity", **BASE, engine="sglang", ever="0.4.6", edpa="true")
+    assert errors(one) == ""
+    assert one.checkbox(key="capacity:edpa").disabled
+
+
+def test_vllm_expert_parallel_splits_experts_whole():
+    q = {"model": "qwen3-30b-a3b", "gpu": "h100-sxm", "gpus": "2", "tp": "2"}
+    at = open_page("capacity", **q, engine="vllm", ever="0.11.0", elen="32768", eep="true")
+    assert errors(at) == ""
+    p = engine_plan(
+        "qwen3-30b-a3b", "h100-sxm", "vllm", version="0.11.0", tensor_parallel_size=2,
+        max_model_len=32768, enable_expert_parallel=True,
+    )  # fmt: skip
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["weights"] == p.weights_bytes
+    assert stack["KV cache"] == p.available_kv_cache_bytes
+
+
+def test_a_model_the_generic_plan_refuses_is_planned_by_the_engines_not_blocked():
+    """DeepSeek-V3 (MLA) is not in kvcalc's generic planner (calc.sharding.unplannable): the
+    page says so once, offers the TPs that split its 128 heads, and plans it as vLLM does."""
+    v3 = {"model": "deepseek-v3", "gpu": "h200", "gpus": "8"}
+    at = open_page("capacity", **v3, engine="vllm", ever="0.11.0", elen="16384")
+    assert errors(at) == ""
+    assert any("MLA attention" in unescape(i.value) for i in at.info)
+    assert at.selectbox(key="capacity:tp").options == ["1", "2", "4", "8"]
+    assert at.selectbox(key="capacity:tp").value == 8  # the most the GPUs allow
+    p = engine_plan(
+        "deepseek-v3", "h200", "vllm", version="0.11.0", tensor_parallel_size=8,
+        max_model_len=16384,
+    )  # fmt: skip
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    # written out: MLA caches kv_lora_rank + rope dims = 512 + 64 values a token and layer,
+    # 2 B each, on every rank (61 layers): a 16-token block of all layers is 16 x 61 x 576 x 2
+    assert p.num_gpu_blocks == p.available_kv_cache_bytes // (16 * 61 * 576 * 2)

@@ -13,7 +13,7 @@ import streamlit as st
 
 from calc import units
 from calc.hardware import list_hardware, load_hardware
-from calc.tp import pick_tp, tp_rule, valid_tps
+from calc.tp import tp_rule, valid_tps
 from dashboard import capacity_charts, data, plain, state, tables, ui
 from dashboard import capacity_data as cd
 from dashboard.capacity_engine import engine_section
@@ -32,9 +32,11 @@ def _gpus_changed() -> None:  # more GPUs: the most tensor parallelism the model
     gpus = st.session_state[state.wkey("gpus")]
     try:
         model = data.resolve(st.session_state[state.wkey("model")])
-        st.session_state[state.wkey("tp")] = pick_tp(model, int(gpus))[0]
+        tps = valid_tps(model, int(gpus))
     except (ValueError, TypeError):
-        pass  # out of range: the input says so
+        return  # out of range: the input says so
+    if tps:
+        st.session_state[state.wkey("tp")] = tps[-1]
 
 
 c = st.columns([3, 3, 1, 1])
@@ -105,7 +107,10 @@ with ui.guarded():
     else:
         hw = load_hardware(gpu)
 
-if hw is not None:
+generic = cd.generic_refusal(spec)
+if generic:  # the engines plan it (the Engine section below); kvcalc's generic plan does not
+    st.info(plain.md(generic))
+if hw is not None and not generic:
     with ui.guarded():
         ui.require_valid_inputs()
         if tp is None:
