@@ -21,6 +21,9 @@ from calc.hardware import HardwareSpec, list_hardware, load_hardware
 from calc.plan import Plan, plan
 from calc.plan_sweep import sweep_plans
 from calc.serving import inverse
+from calc.serving.defaults import V1_XL_BATCH_FROM, VLLM_NEWEST
+from calc.serving.defaults_sglang import SGLANG_NEWEST
+from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM, SMALL_GPU_FROM
 from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
 from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
@@ -210,6 +213,12 @@ def max_context_frame(specs: tuple, hw, gpus: int, kv_dtype: str, weight_dtype: 
 
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "kvcalc": "kvcalc's generic plan (above)"}
 _V = ".".join  # (0, 8, 0) -> "0.8.0"
+
+
+def _sglang_name(v: tuple[int, ...]) -> str:  # (0, 5, 10, 0) -> "0.5.10"; 4th: .postN
+    return _V(map(str, v[:3])) + (f".post{v[3]}" if len(v) > 3 and v[3] else "")
+
+
 # the releases where calc.serving changes a rule (the constants it keys on), its default, and
 # the V0 release of the committed start-up logs; a release between two behaves as the one before
 ENGINE_VERSIONS = {
@@ -226,14 +235,20 @@ ENGINE_VERSIONS = {
                     MAMBA_HYBRID_FROM,
                     PP_CHECK_PER_RANK_FROM,
                     CUDAGRAPH_SUBTRACTED_FROM,
+                    V1_XL_BATCH_FROM,
+                    VLLM_NEWEST,
                 )
             ),
         },
         key=lambda t: tuple(map(int, t.split("."))),
     ),
-    # the releases where SGLang's mem_fraction_static default changes (calc/serving/
-    # defaults_sglang.py): the tp table, #7054's reserve, #10975's general rule, the newest read
-    "sglang": [DEFAULT_VERSION["sglang"], "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"],
+    # the releases where SGLang's defaults change (calc/serving/defaults_sglang*.py): the tp
+    # table, #7054's reserve, #10975's general rule, the prefill CUDA graph, the 20-35 GiB
+    # tier, the graph batch capped by max_running_requests, and the newest read
+    "sglang": [DEFAULT_VERSION["sglang"], "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"]
+    + [
+        _sglang_name(v) for v in (PCG_ON_FROM, SMALL_GPU_FROM, GRAPH_BS_MRR_CAP_FROM, SGLANG_NEWEST)
+    ],
 }
 
 

@@ -219,3 +219,15 @@ def test_a_model_the_generic_plan_refuses_is_planned_by_the_engines_not_blocked(
     # written out: MLA caches kv_lora_rank + rope dims = 512 + 64 values a token and layer,
     # 2 B each, on every rank (61 layers): a 16-token block of all layers is 16 x 61 x 576 x 2
     assert p.num_gpu_blocks == p.available_kv_cache_bytes // (16 * 61 * 576 * 2)
+
+
+def test_the_version_menu_reaches_the_newest_releases_read():
+    """SGLang 0.5.23 and vLLM 0.33.0 (the newest read) are offered and plan as calc.serving."""
+    at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", elen="32768")
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.23", max_model_len=32768)
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    v = open_page("capacity", **BASE, engine="vllm", ever="0.33.0", elen="32768")
+    assert errors(v) == ""
+    q = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.33.0", max_model_len=32768)
+    assert _tiles(v)["KV tokens"] == f"{q.gpu_kv_cache_tokens:,}"

@@ -269,3 +269,15 @@ def test_vllm_cudagraph_estimate_unset_is_the_median_of_logged_estimates():
     )
     assert eager.cudagraph_bytes == 0
     assert engine_plan("llama-3.1-8b", "h100-sxm", version="0.19.0").cudagraph_bytes == 0
+
+
+def test_a_vllm_release_newer_than_the_newest_read_is_refused_by_name():
+    """vLLM 0.33.0 is the newest sdist read (calc/serving/defaults.py); 0.34.0 may have changed
+    its defaults, so it is refused, not planned as if it had not."""
+    import pytest
+
+    from calc.serving.plan import engine_plan
+
+    assert engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.33.0").version == "0.33.0"
+    with pytest.raises(ValueError, match=r"'version' 0\.34\.0 is newer than vLLM 0\.33\.0"):
+        engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0")

@@ -47,6 +47,19 @@ V0_CHUNK_TOKENS = 512  # ... with this token budget up to 0.6.4.post1
 V0_CHUNK_2048_FROM = (0, 6, 5)  # vllm #10544: ... and 2048 from 0.6.5
 GPU_MEMORY_UTILIZATION = ((0, 20, 0), 0.92, 0.9)  # (from, then, before): vllm #38284
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
+VLLM_NEWEST = (0, 33, 0)  # the newest release whose sdist was read (PyPI, 2026-11): later refused
+
+
+def check_vllm_release(version: tuple[int, ...]) -> None:
+    """A release newer than the newest read is refused by name: its defaults and memory
+    accounting may have changed (as they did in 0.8.0, 0.9.2, 0.20.0 and 0.28.0)."""
+    if tuple(version[:3]) > VLLM_NEWEST:
+        newest = ".".join(map(str, VLLM_NEWEST))
+        raise ValueError(
+            f"'version' {'.'.join(map(str, version[:3]))} is newer than vLLM {newest}, the newest "
+            f"release kvcalc has read: plan it as {newest} (--engine-version {newest}) if its "
+            "serving defaults are unchanged"
+        )
 
 
 # --- defaults by version ----------------------------------------------------------------------

@@ -32,8 +32,10 @@ from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was th
     V1_DEFAULT_FROM,
     V1_SEQS_256_FROM,
     V1_XL_BATCH_FROM,
+    VLLM_NEWEST,
     XL_GPU_GIB,
     _sglang_chunk,
+    check_vllm_release,
     sglang_chunk_default,
     sglang_graph_bs_default,
     sglang_mem_fraction_default,
@@ -228,6 +230,7 @@ def engine_config(
     if unknown:
         raise ValueError(f"'{unknown[0]}' is not a {engine} setting")
     if engine == "vllm":
+        check_vllm_release(v)
         mml = kw.get("max_model_len", model_max_len)
         tokens, seqs, chunked = vllm_batch_defaults(v, gpu_memory_gib, gpu_name, mml)
         kw.setdefault("max_num_batched_tokens", tokens)
