@@ -225,6 +225,7 @@ ENGINE_VERSIONS = {
     "vllm": sorted(
         {
             "0.6.4",
+            "0.11.0",  # the release of many committed logs
             DEFAULT_VERSION["vllm"],
             *(
                 _V(map(str, v))
@@ -245,7 +246,7 @@ ENGINE_VERSIONS = {
     # the releases where SGLang's defaults change (calc/serving/defaults_sglang*.py): the tp
     # table, #7054's reserve, #10975's general rule, the prefill CUDA graph, the 20-35 GiB
     # tier, the graph batch capped by max_running_requests, and the newest read
-    "sglang": [DEFAULT_VERSION["sglang"], "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"]
+    "sglang": ["0.4.6", "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"]
     + [
         _sglang_name(v) for v in (PCG_ON_FROM, SMALL_GPU_FROM, GRAPH_BS_MRR_CAP_FROM, SGLANG_NEWEST)
     ],

@@ -31,7 +31,8 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-def plan(model, gpu="h100-sxm", engine="vllm", **kw):
+def plan(model, gpu="h100-sxm", engine="vllm", **kw):  # the releases these rules were read in
+    kw.setdefault("version", "0.11.0" if engine == "vllm" else "0.4.6")
     return engine_plan(model, gpu, engine, available_kv_gib=AVAIL / GIB, **kw)
 
 

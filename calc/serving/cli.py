@@ -32,7 +32,7 @@ def add_engine_args(p) -> None:
         "--engine-version",
         default=None,
         metavar="V",
-        help="engine release (default: vllm 0.11.0, sglang 0.4.6)",
+        help="engine release (default: the newest read, vllm 0.33.0, sglang 0.5.23)",
     )
     g.add_argument(
         "--available-kv-gib",

@@ -52,7 +52,7 @@ from calc.serving.defaults_sglang import (
 GIB = 2**30
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
-DEFAULT_VERSION = {"vllm": "0.11.0", "sglang": "0.4.6"}
+DEFAULT_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}  # the newest releases read
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
 
 
