@@ -46,6 +46,10 @@ from calc.serving.memory import cdiv, vllm_v1_refusal
 
 V4_FROM = (0, 20, 0)  # registry.py: DeepseekV4ForCausalLM (absent in 0.19.0)
 V4_READ_UNTIL = (0, 24, 0)  # releases read: 0.20.0 - 0.23.0; later ones are refused
+# Not modelled yet: 0.24.0 renames the allocator (_get_kv_cache_config_packed, same divisor) and
+# adds spec fields; 0.25.0 aligns non-fp8_ds_mla pages to 512; 0.26.0 skips tuple packing when
+# every page is equal (group_and_unify_kv_cache_specs); 0.33.0 has tokens_per_state and
+# state_content_bytes in MLAAttentionSpec.
 BUCKET_BLOCKS_FROM = (0, 23, 0)  # _get_kv_cache_config_deepseek_v4: per-page-size buckets
 TOKENS_FROM_CONCURRENCY = (0, 21, 0)  # "GPU KV cache size" = int(concurrency x L)
 FP8_DS_MLA_ROW = 584  # kv_cache_interface.py:359 (head_dim 512, rope 64)
