@@ -110,8 +110,9 @@ def test_engine_refusals_show_the_engines_error_not_a_traceback():
     assert "User-specified max_model_len (200000) is greater than the derived" in errors(long)
     vlm = {**BASE, "model": "gemma-3-4b"}  # a vision encoder: SGLang scales its default by it
     sg = open_page("capacity", **vlm, engine="sglang", ever="0.5.6.post2")
-    want = "'mem_fraction_static' must be given for a multimodal model on sglang 0.5.6.post2"
-    assert want in errors(sg)
+    assert errors(sg) == ""
+    p = engine_plan("gemma-3-4b", "h100-sxm", "sglang", version="0.5.6.post2")
+    assert _tiles(sg)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
 
 
 def test_inverse_box_answers_with_calc_serving_inverse():

@@ -120,7 +120,7 @@ def test_deepseek_nsa_is_set_to_0_8_in_0_5_3_only():
 
 
 def test_what_kvcalc_does_not_model_is_refused_by_name():
-    with pytest.raises(ValueError, match="'mem_fraction_static' must be given for a multimodal"):
+    with pytest.raises(ValueError, match="'vision_tower' .* is needed for a multimodal model"):
         frac(H100, version="0.5.4", multimodal="siglip")
     assert frac(H100, version="0.5.4", multimodal="siglip", mem_fraction_static=0.7) == 0.7
     with pytest.raises(ValueError, match="on a AMD GPU"):
@@ -135,9 +135,12 @@ def test_engine_plan_reads_the_preset_nvidia_smi_total():
     cfg = prepare("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.4")[2]
     r = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024
     assert cfg.mem_fraction_static == round((H100 - r) / H100, 3)
-    # a multimodal preset (its vision encoder) and an AMD preset are refused by name
-    with pytest.raises(ValueError, match="for a multimodal model on sglang 0.5.4"):
-        prepare("gemma-3-4b", "h100-sxm", "sglang", version="0.5.4")
+    # a multimodal preset: adjust_mem_fraction_for_vlm (#6881) by Gemma 3's SigLIP tower, 27
+    # layers of width 1152 (the checkpoint's vision_config), against ViT-L/14's 24 x 1024^2
+    vlm = prepare("gemma-3-4b", "h100-sxm", "sglang", version="0.5.4")[2]
+    factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1)))
+    assert vlm.mem_fraction_static == pytest.approx(round((H100 - r) / H100, 3) * factor, 1e-12)
+    # an AMD preset is refused by name
     with pytest.raises(ValueError, match="on a AMD GPU"):
         prepare("llama-3.1-8b", "mi300x", "sglang", version="0.5.4")
 
@@ -145,7 +148,8 @@ def test_engine_plan_reads_the_preset_nvidia_smi_total():
 def test_multimodal_models_have_any_fraction_scaled_before_0_4_9():
     """model_runner.py `if self.is_multimodal: self.mem_fraction_static *= 0.95` at the v0.4.0
     bump (f8b0326), `*= 0.90` from v0.4.4.post4 (#4754, 5cb552b) to v0.4.8.post1; from v0.4.9
-    (#7748) the scaling moved into the default, which kvcalc refuses for a multimodal model."""
+    (#7748) the scaling moved into the default: x 0.90 there, and from v0.4.9.post3 (#6881) by
+    the vision tower's size (0.95 x 1.05 at most for a tower smaller than ViT-L/14)."""
     h100 = 81559 / 1024  # nvidia-smi memory.total of an H100 SXM, MiB -> GiB
     kw = dict(gpu_memory_gib=h100, multimodal="siglip")
     assert engine_config("sglang", version="0.4.6", **kw).mem_fraction_static == 0.88 * 0.90
@@ -153,5 +157,11 @@ def test_multimodal_models_have_any_fraction_scaled_before_0_4_9():
     assert given.mem_fraction_static == 0.8 * 0.95
     text = engine_config("sglang", version="0.4.6", gpu_memory_gib=h100)
     assert text.mem_fraction_static == 0.88
-    with pytest.raises(ValueError, match="must be given for a multimodal model on sglang 0.4.9"):
-        engine_config("sglang", version="0.4.9", **kw)
+    base = engine_config("sglang", version="0.4.9", gpu_memory_gib=h100).mem_fraction_static
+    assert engine_config("sglang", version="0.4.9", **kw).mem_fraction_static == base * 0.90
+    given = engine_config("sglang", version="0.4.9", mem_fraction_static=0.8, **kw)
+    assert given.mem_fraction_static == 0.8  # a given fraction is no longer scaled
+    small = dict(kw, vision_tower=(12, 768))  # ViT-B: 12 x 768^2 / (24 x 1024^2) = 0.28125
+    post3 = engine_config("sglang", version="0.4.9.post3", **small).mem_fraction_static
+    text = engine_config("sglang", version="0.4.9.post3", gpu_memory_gib=h100).mem_fraction_static
+    assert post3 == pytest.approx(text * 0.95 * 1.05, 1e-12)  # 1 + 0.0719 clamps to 1.05

@@ -21,10 +21,14 @@ mem_fraction_static when unset:
 Multimodal models: ModelRunner.__init__ multiplied any mem_fraction_static, given or default, by
 0.95 (v0.4.0 f8b0326) and by 0.90 from v0.4.4.post4 (#4754 5cb552b) up to v0.4.8.post1
 (sglang_vlm_runner_scale);
-sglang #7748 (14229cc, first in v0.4.9 ec5f9c6) moved it into the default (x 0.90), and #6881 /
-#8161 (first in v0.4.9.post3 01c0000) made it adjust_mem_fraction_for_vlm (by the vision tower's
-layers and width, read through vision_config attribute names that differ by model): from v0.4.9
-the default is refused for a multimodal model (pass mem_fraction_static).
+sglang #7748 (14229cc, first in v0.4.9 ec5f9c6) moved it into the default (x 0.90), and #6881
+(3964b352c, 2025-07-19; #8161 made it the method adjust_mem_fraction_for_vlm; both first in
+v0.4.9.post3, bump 01c000043) scales the default by the vision tower's size: 0.95 x clamp(1 - 0.1
+x (L d^2 / (24 x 1024^2) - 1), 0.8, 1.05), L and d its vision_config's num_hidden_layers and
+hidden_size (24 and 1024 where absent; transformers maps Qwen3.5's `depth`). Unchanged to
+v0.5.23 (arg_groups/memory_hook.py; its post-capture branch needs
+SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in environ.py). A given fraction is not
+scaled from v0.4.9 (sglang_vlm_default_scale).
 DeepSeek NSA (V3.2): sglang #11061 (efbc687, first in v0.5.3rc2) set 0.8 whatever was given;
 #11309 (a4b424c, first in v0.5.3.post1) removed that.
 Not modelled, so not accepted: speculative decoding (+2 GiB, STANDALONE +6 GiB from v0.5.2
@@ -57,6 +61,7 @@ SGLANG_H200_RELAX_FROM = (0, 4, 6, 2)  # sglang #5893 (and #5724: the table by t
 SGLANG_B200_FROM = (0, 4, 7)  # sglang #6718: 0.79 on GPUs of > 180,000 MiB
 SGLANG_RESERVE_FROM = (0, 4, 7, 1)  # sglang #7054 (6b12d6a), bump f9dc9dd
 SGLANG_VLM_090_FROM = (0, 4, 4, 4)  # sglang #4754 (5cb552b, bump 35e0856): x 0.90, was x 0.95
+SGLANG_VLM_ADJUST_FROM = (0, 4, 9, 3)  # sglang #6881 (3964b352c) / #8161, bump 01c000043
 SGLANG_VLM_FROM = (0, 4, 9)  # sglang #7748 (14229cc): x 0.90 on the default only, bump ec5f9c6
 SGLANG_GENERAL_FROM = (0, 5, 3, -98)  # 0.5.3rc2: sglang #10372 + #10975, bump 0b13cbb
 SGLANG_NSA_08 = ((0, 5, 3, -98), (0, 5, 3, 1))  # [from, until): 0.8 for DeepSeek NSA (#11061)
@@ -203,13 +208,26 @@ def sglang_model_checks(version, given: float | None, *, multimodal: str | None,
                 f"(ServerArgs._handle_model_specific_adjustments): got {given}"
             )
         return 0.8
-    if multimodal and given is None and version >= SGLANG_VLM_FROM:
-        raise ValueError(
-            f"'mem_fraction_static' must be given for a multimodal model on sglang {v}: its "
-            f"default is scaled by the vision encoder (server_args.py), which kvcalc does not "
-            f"model: got a {multimodal} vision encoder"
-        )
     return None
+
+
+def sglang_vlm_default_scale(version, multimodal: bool, tower: tuple[int, int] | None) -> float:
+    """The factor SGLang applies to a multimodal model's default mem_fraction_static (`tower`:
+    its vision encoder's num_hidden_layers and hidden_size, needed from v0.4.9.post3): 1 before
+    v0.4.9 (ModelRunner scales any fraction instead: sglang_vlm_runner_scale), 0.90 in v0.4.9 -
+    v0.4.9.post2 (#7748), adjust_mem_fraction_for_vlm from v0.4.9.post3 (#6881)."""
+    if not multimodal or version < SGLANG_VLM_FROM:
+        return 1.0
+    if version < SGLANG_VLM_ADJUST_FROM:
+        return 0.90
+    if tower is None:
+        raise ValueError(
+            f"'vision_tower' (its layers and width) is needed for a multimodal model's default "
+            f"mem_fraction_static on sglang {_name(version)}"
+        )
+    layers, width = tower
+    ratio = layers * width**2 / (24 * 1024**2)  # against ViT-L/14
+    return 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
 
 
 def sglang_vlm_runner_scale(version, multimodal: str | None) -> float:

@@ -46,6 +46,7 @@ from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was th
 from calc.serving.defaults_sglang import (
     SGLANG_RESERVE_FROM,
     sglang_model_checks,
+    sglang_vlm_default_scale,
     sglang_vlm_runner_scale,
 )
 
@@ -206,6 +207,7 @@ def engine_config(
     model_max_len: int = 2048,
     gpu_vendor: str = "NVIDIA",
     multimodal: str | None = None,
+    vision_tower: tuple[int, int] | None = None,
     nsa: bool = False,
     mla: bool | None = None,
     linear_attention: bool = False,
@@ -216,7 +218,9 @@ def engine_config(
 
     `gpu_memory_gib` (nvidia-smi's total / 1024) / `gpu_name` / `gpu_vendor` / `model_max_len`
     decide the defaults that depend on them; SGLang's mem_fraction_static also the model's
-    vision encoder kind (`multimodal`, None for a text model) and DeepSeek NSA (`nsa`), and from
+    vision encoder kind (`multimodal`, None for a text model) and size (`vision_tower`: its
+    num_hidden_layers and hidden_size; needed for a multimodal default from v0.4.9.post3),
+    DeepSeek NSA (`nsa`), and from
     SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention and the model's name.
     A setting of the other engine is refused with its name.
     """
@@ -278,6 +282,8 @@ def engine_config(
                 cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
                 **newer,
             )
+            scale = sglang_vlm_default_scale(sv, bool(multimodal), vision_tower)
+            kw["mem_fraction_static"] *= scale  # adjust_mem_fraction_for_vlm (0.4.9 on)
         scale = sglang_vlm_runner_scale(sv, multimodal)  # ModelRunner's own, before 0.4.9
         kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
         kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))

@@ -92,6 +92,9 @@ def prepare(
             gpu_vendor=hw.vendor,
             model_max_len=spec.max_position_embeddings,
             multimodal=spec.vision.kind if spec.vision else None,
+            vision_tower=(spec.vision.num_hidden_layers, spec.vision.hidden_size)
+            if spec.vision
+            else None,
             nsa="indexed_attention" in spec.attention_counts,
             mla=spec.is_mla,  # SGLang >= 0.5.10's prefill CUDA graph (defaults_sglang_2026.py)
             linear_attention="linear_attention" in spec.attention_counts,
