@@ -23,6 +23,7 @@ from calc.plan_sweep import sweep_plans
 from calc.serving import inverse
 from calc.serving.defaults import V1_XL_BATCH_FROM, VLLM_NEWEST
 from calc.serving.defaults_sglang import SGLANG_NEWEST
+from calc.serving.defaults_sglang import release_name as sglang_release_name
 from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM, SMALL_GPU_FROM
 from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
@@ -215,10 +216,6 @@ ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "kvcalc": "kvcalc's generic plan 
 _V = ".".join  # (0, 8, 0) -> "0.8.0"
 
 
-def _sglang_name(v: tuple[int, ...]) -> str:  # (0, 5, 10, 0) -> "0.5.10"; 4th: .postN
-    return _V(map(str, v[:3])) + (f".post{v[3]}" if len(v) > 3 and v[3] else "")
-
-
 # the releases where calc.serving changes a rule (the constants it keys on), its default, and
 # the V0 release of the committed start-up logs; a release between two behaves as the one before
 ENGINE_VERSIONS = {
@@ -248,7 +245,8 @@ ENGINE_VERSIONS = {
     # tier, the graph batch capped by max_running_requests, and the newest read
     "sglang": ["0.4.6", "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"]
     + [
-        _sglang_name(v) for v in (PCG_ON_FROM, SMALL_GPU_FROM, GRAPH_BS_MRR_CAP_FROM, SGLANG_NEWEST)
+        sglang_release_name(v)
+        for v in (PCG_ON_FROM, SMALL_GPU_FROM, GRAPH_BS_MRR_CAP_FROM, SGLANG_NEWEST)
     ],
 }
 

@@ -81,7 +81,7 @@ def sglang_version(text: str) -> tuple[int, int, int, int]:
     return int(a), int(b), int(c or 0), n
 
 
-def _name(v: tuple[int, ...]) -> str:
+def release_name(v: tuple[int, ...]) -> str:
     base = ".".join(map(str, v[:3]))
     n = v[3] if len(v) > 3 else 0
     return base + (f".post{n}" if n > 0 else f"rc{n + 100}" if n < 0 else "")
@@ -141,8 +141,8 @@ def sglang_mem_fraction_default(
     release read."""
     if not SGLANG_TP_TABLE[0] <= version <= SGLANG_NEWEST:
         raise ValueError(
-            f"'mem_fraction_static' must be given for sglang {_name(version)}: kvcalc knows the "
-            f"defaults of 0.4.0 to {_name(SGLANG_NEWEST)} only"
+            f"'mem_fraction_static' must be given for sglang {release_name(version)}: kvcalc knows the "
+            f"defaults of 0.4.0 to {release_name(SGLANG_NEWEST)} only"
         )
     mem = round(gpu_memory_gib * 1024, 3)  # nvidia-smi memory.total, MiB
     if version >= SGLANG_GENERAL_FROM:  # _handle_gpu_memory_settings (0b13cbb .. 0.5.23)
@@ -200,7 +200,7 @@ def sglang_model_checks(version, given: float | None, *, multimodal: str | None,
     v0.4.9; `multimodal`: the vision encoder's kind); None: no model-specific rule (the caller
     takes `given` or the default; a multimodal model before v0.4.9 then has it scaled by
     sglang_vlm_runner_scale)."""
-    v = _name(version)
+    v = release_name(version)
     if nsa and SGLANG_NSA_08[0] <= version < SGLANG_NSA_08[1]:
         if given is not None and given != 0.8:
             raise ValueError(
@@ -223,7 +223,7 @@ def sglang_vlm_default_scale(version, multimodal: bool, tower: tuple[int, int] |
     if tower is None:
         raise ValueError(
             f"'vision_tower' (its layers and width) is needed for a multimodal model's default "
-            f"mem_fraction_static on sglang {_name(version)}"
+            f"mem_fraction_static on sglang {release_name(version)}"
         )
     layers, width = tower
     ratio = layers * width**2 / (24 * 1024**2)  # against ViT-L/14

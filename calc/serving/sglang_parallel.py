@@ -48,7 +48,7 @@ initialize_dp_attention): it adds no NCCL communicator or buffer before "Load we
 
 from __future__ import annotations
 
-from calc.serving.defaults_sglang import _name, sglang_version
+from calc.serving.defaults_sglang import release_name, sglang_version
 from calc.serving.shard_layers import Split, check_engine_parallel
 from calc.spec import ModelSpec
 
@@ -88,7 +88,7 @@ def _fuses_shared(spec: ModelSpec, version, ep: int, hw) -> bool:
     cc = getattr(hw, "compute_capability", None)
     if cc is None:
         raise ValueError(
-            f"'gpu' must give its compute_capability for DeepSeek-V3 on sglang {_name(version)}:"
+            f"'gpu' must give its compute_capability for DeepSeek-V3 on sglang {release_name(version)}:"
             " from SM 9.0 it fuses tp_size copies of the shared expert into the MoE"
         )
     return tuple(int(x) for x in cc.split(".")) >= (9, 0)
@@ -108,7 +108,7 @@ def sglang_parallel(spec: ModelSpec, config, hw=None) -> tuple[int, Split | None
     dense = tp
     if config.moe_dense_tp_size == 1:
         if v < MOE_DENSE_TP_FROM:
-            raise ValueError(f"'moe_dense_tp_size' is not a setting of sglang {_name(v)}")
+            raise ValueError(f"'moe_dense_tp_size' is not a setting of sglang {release_name(v)}")
         if any(m == "dense" for m in spec.mlp_types) and not (spec.is_mla and spec.is_moe):
             raise ValueError(
                 "'moe_dense_tp_size' is modelled for DeepSeek's dense MLP layers only: got "
@@ -125,14 +125,14 @@ def sglang_parallel(spec: ModelSpec, config, hw=None) -> tuple[int, Split | None
     model = _model_file(spec)
     if model is None or (model == "qwen3_moe.py" and v < QWEN3_MOE_DP_FROM):
         raise ValueError(
-            f"'enable_dp_attention' is not modelled for {spec.name!r} on sglang {_name(v)}: "
+            f"'enable_dp_attention' is not modelled for {spec.name!r} on sglang {release_name(v)}: "
             "kvcalc splits attention by the attention TP group for MLA models (deepseek_v2.py) "
             "and Qwen3-MoE (qwen3_moe.py, from 0.4.6.post5) only"
         )
     if v < DP_ATTN_TP_FROM:
         if dp != tp:
             raise ValueError(
-                f"'data_parallel_size' is set to tp_size by sglang {_name(v)} with DP attention "
+                f"'data_parallel_size' is set to tp_size by sglang {release_name(v)} with DP attention "
                 f"(dp_size = tp_size): got dp={dp}, tp={tp}"
             )
         return ep, Split(attn=1, dense=dense, shared=shared, embed=1, head=1)
@@ -141,7 +141,7 @@ def sglang_parallel(spec: ModelSpec, config, hw=None) -> tuple[int, Split | None
     head = tp
     if config.enable_dp_lm_head:
         if v < DP_LM_HEAD_FROM:
-            raise ValueError(f"'enable_dp_lm_head' is not a setting of sglang {_name(v)}")
+            raise ValueError(f"'enable_dp_lm_head' is not a setting of sglang {release_name(v)}")
         if model == "deepseek_v2.py" or v >= QWEN3_MOE_DP_LM_HEAD_FROM:
             head = attn
     return ep, Split(attn=attn, dense=dense, shared=shared, embed=1, head=head)
