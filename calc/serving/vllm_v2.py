@@ -32,8 +32,11 @@ V2_LLAMA_FROM = (0, 23, 0)
 V2_LIST_ONLY_FROM = (0, 24, 0)
 V2_NON_MOE_FROM = (0, 25, 0)
 V2_EVERY_MODEL_FROM = (0, 29, 0)
-# kvcalc's model families whose architecture is in those lists (presets/models/*.toml). The
-# DeepSeek presets are V3 / R1 / Kimi (DeepseekV3ForCausalLM), not V2, so none is listed.
+# kvcalc's model families whose architecture is in those lists (presets/models/*.toml): a dense
+# qwen3 preset is Qwen3ForCausalLM (the MoE ones Qwen3MoeForCausalLM, not listed); llama-1 to
+# llama-3.2 LlamaForCausalLM; mistral MistralForCausalLM (a vision preset, Mistral 3.1, is
+# Mistral3ForConditionalGeneration). The DeepSeek presets are V3 / R1 / Kimi
+# (DeepseekV3ForCausalLM), not V2, so none is listed; a spec of another family runs V1 there.
 V2_ARCH_FAMILIES_022 = ("qwen3",)
 V2_ARCH_FAMILIES_023 = (
     "qwen3",
@@ -80,8 +83,8 @@ def vllm_uses_v2_runner(spec, config) -> bool:
         families = V2_ARCH_FAMILIES_023 if v >= V2_LLAMA_FROM else V2_ARCH_FAMILIES_022
         listed = spec.family in families and not vision
         return listed and not spec.is_moe and not _quantized(spec, config) and not _hybrid(spec)
-    if v < V2_NON_MOE_FROM:
-        return spec.family in V2_ARCH_FAMILIES_023 and not vision
+    if v < V2_NON_MOE_FROM:  # the list alone; its MoE architectures have no kvcalc preset
+        return spec.family in V2_ARCH_FAMILIES_023 and not vision and not spec.is_moe
     return not spec.is_moe and not _hybrid(spec)
 
 
