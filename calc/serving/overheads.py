@@ -2,8 +2,9 @@
 the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
 Formulas live in calc.serving.memory (vLLM V0's eager profile peak; V1's dummy sampler, read
-in the 0.8.0-0.16.x sdists) and calc.capacity (the generic estimate every other case uses);
-this module picks which applies to a config.
+in the 0.8.0-0.19.x sdists), calc.serving.vllm_v2 (Model Runner V2, 0.22.0 on: which models run
+it, its dummy sampler, the CUDA-graph estimate it does not make before 0.29.0) and calc.capacity
+(the generic estimate every other case uses); this module picks which applies to a config.
 """
 
 from __future__ import annotations
