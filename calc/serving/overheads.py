@@ -2,8 +2,9 @@
 the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
 Formulas live in calc.serving.memory (vLLM V0's eager profile peak; V1's dummy sampler, read
-in the 0.8.0-0.16.x sdists) and calc.capacity (the generic estimate every other case uses);
-this module picks which applies to a config.
+in the 0.8.0-0.19.x sdists), calc.serving.vllm_v2 (Model Runner V2, 0.22.0 on: which models run
+it, its dummy sampler, the CUDA-graph estimate it does not make before 0.29.0) and calc.capacity
+(the generic estimate every other case uses); this module picks which applies to a config.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from calc.dtypes import dtype_bits
 from calc.serving import memory as m
 from calc.serving.mm_profile import mm_profile_held_bytes
 from calc.serving.non_torch import vllm_non_torch_bytes
+from calc.serving.vllm_v2 import (
+    TOTAL_CONSUMED_FROM,
+    v2_cudagraph_estimate_made,
+    vllm_uses_v2_runner,
+    vllm_v2_activation_bytes,
+)
 from calc.sharding import kv_heads_per_gpu
 
 GIB = 2**30
@@ -205,10 +212,33 @@ def overheads(spec, config, wd, calibration, hw=None):
         )
         sampler = min(config.max_num_batched_tokens, config.max_num_seqs) * spec.vocab_size
         act = max(forward, sampler * SAMPLER_BYTES_PER_LOGIT)
-    elif config.engine == "vllm":
+    nt = vllm_non_torch_bytes(config, hw)
+    if config.engine == "vllm" and vllm_uses_v2_runner(spec, config):
+        act = vllm_v2_activation_bytes(spec, config, activation_dtype(wd))
+        if hw is not None:  # cuBLAS's workspace: in the peak, from 0.27.0 in the consumed memory
+            consumed = config.version_tuple >= TOTAL_CONSUMED_FROM
+            act += 0 if consumed else cublas_workspace_bytes(hw)
+            nt += cublas_workspace_bytes(hw) if consumed else 0
+    elif config.engine == "vllm" and not _v0_dense(spec, config):
         act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd), hw) or act
-    cg = 0
-    if config.version_tuple >= CUDAGRAPH_SUBTRACTED_FROM and not config.enforce_eager:
-        given = config.cudagraph_memory_gib
-        cg = int((CUDAGRAPH_ESTIMATE_GIB if given is None else given) * GIB)
-    return act, vllm_non_torch_bytes(config, hw), cg
+    return act, nt, cudagraph_bytes(spec, config)
+
+
+def cudagraph_bytes(spec, config) -> int:
+    """The CUDA-graph estimate determine_available_memory subtracts (CUDAGRAPH_SUBTRACTED_FROM):
+    the given EngineConfig.cudagraph_memory_gib, else CUDAGRAPH_ESTIMATE_GIB; none with
+    enforce_eager, and none where Model Runner V2 runs in 0.22.0 - 0.28.x (its
+    profile_cudagraph_memory returns 0: vllm_v2.V2_CUDAGRAPH_ESTIMATE_FROM), where a given
+    non-zero estimate is refused: vLLM would not subtract it."""
+    if config.version_tuple < CUDAGRAPH_SUBTRACTED_FROM or config.enforce_eager:
+        return 0
+    given = config.cudagraph_memory_gib
+    if not v2_cudagraph_estimate_made(spec, config):
+        if given:
+            raise ValueError(
+                f"cudagraph_memory_gib must be 0 or unset for vLLM {config.version} on Model "
+                "Runner V2, whose profile_cudagraph_memory returns 0 before 0.29.0 (no "
+                f"estimate is subtracted): got {given}"
+            )
+        return 0
+    return int((CUDAGRAPH_ESTIMATE_GIB if given is None else given) * GIB)

@@ -1,0 +1,134 @@
+"""vLLM's Model Runner V2 (vllm/v1/worker/gpu/), 0.22.0 on: which releases run it for a model,
+what its profile run holds at its peak, and where its memory accounting differs from V1's.
+calc.serving.overheads puts these beside the V1 rules.
+
+Read in the PyPI sdists 0.20.0 - 0.33.0 (vllm/envs.py, vllm/config/vllm.py,
+vllm/v1/worker/gpu_worker.py, vllm/v1/worker/gpu/model_runner.py, vllm/v1/worker/gpu/sample/,
+vllm/utils/mem_utils.py).
+"""
+
+from __future__ import annotations
+
+from calc.activation import forward_activation_bytes
+from calc.dtypes import dtype_bits
+
+# VLLM_USE_V2_MODEL_RUNNER is a bool defaulting to False in 0.20.0 and 0.21.0 (envs.py): V1 runs.
+# From 0.22.0 it is tri-state (None: VllmConfig.use_v2_model_runner decides):
+# - 0.22.x: V2 for a generate model whose architecture is Qwen3ForCausalLM, not MoE, not
+#   quantized (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, _is_default_v2_model_runner_model);
+# - 0.23.0: LlamaForCausalLM and MistralForCausalLM join (same MoE / quantization conditions);
+# - 0.24.0: the list alone decides (Qwen3 / Llama / Mistral / DeepseekV2 / Qwen2Moe /
+#   GraniteMoe; no MoE or quantization condition);
+# - 0.25.0 - 0.28.x: every non-MoE model, and MoE models of the list (DeepseekV2ForCausalLM,
+#   Qwen2MoeForCausalLM, GraniteMoe, Inkling, LongcatFlashNgram; 0.27.0 adds KimiK3, 0.28.0
+#   DeepseekV4), except hybrid (mamba / linear-attention) and attention-free models (0.27.0:
+#   a listed hybrid architecture runs V2);
+# - 0.29.0 on: every model on CUDA (the architecture test is gone).
+# Features V2 does not support fall back to V1 (_get_v2_model_runner_unsupported_features):
+# speculative methods, sequence / prefill-context parallelism, ... — none of which an
+# EngineConfig expresses, except hybrid models in 0.22.x ("hybrid/mamba models").
+V2_DEFAULT_FROM = (0, 22, 0)
+V2_LLAMA_FROM = (0, 23, 0)
+V2_LIST_ONLY_FROM = (0, 24, 0)
+V2_NON_MOE_FROM = (0, 25, 0)
+V2_EVERY_MODEL_FROM = (0, 29, 0)
+# kvcalc's model families whose architecture is in those lists (presets/models/*.toml): a dense
+# qwen3 preset is Qwen3ForCausalLM (the MoE ones Qwen3MoeForCausalLM, not listed); llama-1 to
+# llama-3.2 LlamaForCausalLM; mistral MistralForCausalLM (a vision preset, Mistral 3.1, is
+# Mistral3ForConditionalGeneration). The DeepSeek presets are V3 / R1 / Kimi
+# (DeepseekV3ForCausalLM), not V2, so none is listed; a spec of another family runs V1 there.
+V2_ARCH_FAMILIES_022 = ("qwen3",)
+V2_ARCH_FAMILIES_023 = (
+    "qwen3",
+    "llama-1",
+    "llama-2",
+    "llama-3",
+    "llama-3.1",
+    "llama-3.2",
+    "mistral",
+)
+# V2's GPUModelRunner.profile_cudagraph_memory is `# NOTE(woosuk): It is TBD whether we keep this
+# API or not. return 0` in 0.22.0 - 0.28.0 (model_runner.py; 0.27.1: lines 749-751), so
+# determine_available_memory subtracts no CUDA-graph estimate; 0.29.0 measures captures into a
+# throwaway pool (cudagraph_utils.profile_cudagraph_memory), like V1.
+V2_CUDAGRAPH_ESTIMATE_FROM = (0, 29, 0)
+# memory_profiling (vllm/utils/mem_utils.py) from 0.27.0: non_kv_cache_memory = total_consumed
+# (the drop in free memory from the worker's init snapshot to after the profile run) +
+# transient_peak_headroom (torch's peak over the profile run - what torch still holds after it);
+# 0.20.0 - 0.26.0: weights_memory + torch peak increase + non-torch increase. Tensors the profile
+# run allocates and keeps (cuBLAS's workspace) move from the peak to the consumed memory.
+TOTAL_CONSUMED_FROM = (0, 27, 0)
+VOCAB_PADDING = 64  # DEFAULT_VOCAB_PADDING_SIZE, vocab_parallel_embedding.py
+
+
+def _hybrid(spec) -> bool:
+    """A model vLLM marks is_hybrid (mamba / linear-attention layers): Gated DeltaNet here."""
+    return spec.linear_num_value_heads is not None
+
+
+def _quantized(spec, config) -> bool:
+    return spec.quantization is not None or config.quantization is not None
+
+
+def vllm_uses_v2_runner(spec, config) -> bool:
+    """Whether vLLM's default picks Model Runner V2 for this model and release (see the table
+    above); never before 0.22.0, never for vLLM V0 or SGLang."""
+    v = config.version_tuple
+    if config.engine != "vllm" or not config.is_v1 or v < V2_DEFAULT_FROM:
+        return False
+    if v >= V2_EVERY_MODEL_FROM:
+        return True
+    vision = spec.vision is not None  # a *ForConditionalGeneration architecture, not listed
+    if v < V2_LIST_ONLY_FROM:
+        families = V2_ARCH_FAMILIES_023 if v >= V2_LLAMA_FROM else V2_ARCH_FAMILIES_022
+        listed = spec.family in families and not vision
+        return listed and not spec.is_moe and not _quantized(spec, config) and not _hybrid(spec)
+    if v < V2_NON_MOE_FROM:  # the list alone; its MoE architectures have no kvcalc preset
+        return spec.family in V2_ARCH_FAMILIES_023 and not vision and not spec.is_moe
+    return not spec.is_moe and not _hybrid(spec)
+
+
+def v2_cudagraph_estimate_made(spec, config) -> bool:
+    """False where V2 runs and its profile_cudagraph_memory returns 0 (0.22.0 - 0.28.x)."""
+    return not (
+        vllm_uses_v2_runner(spec, config) and config.version_tuple < V2_CUDAGRAPH_ESTIMATE_FROM
+    )
+
+
+def v2_dummy_sampler_peak_bytes(
+    rows: int, vocab: int, vocab_padded: int, act_bytes: int, tp: int
+) -> int:
+    """V2's _dummy_sampler_run at its peak: `self.model.compute_logits(hidden_states)` gives
+    rows x padded-vocabulary logits in the model dtype (LogitsProcessor, no fp32 copy). With
+    TP the LM head's shard, rows x vocab_padded / tp, is all-gathered into a new
+    (tp x rows, vocab_padded / tp) tensor and movedim + reshape copy it to (rows, vocab_padded)
+    (CudaCommunicator.all_gather, cuda_communicator.py), all three alive at the copy. The
+    sampler itself is greedy: the dummy requests' temperature is 0 (SamplingStates' buffers are
+    torch.zeros, buffer_utils.UvaBackedTensor), top-k / top-p are unset, so apply_sampling_params
+    returns the logits as they are and gumbel_sample, once the gather's tensors are freed,
+    allocates rows x cdiv(vocab, 1024) x 12 B (int64 argmax + fp32 max: 0.27.1 sdist,
+    sample/sampler.py, sample/gumbel.py)."""
+    logits = rows * vocab_padded * act_bytes
+    gather = 0 if tp == 1 else logits + logits // tp
+    gumbel = rows * -(-vocab // 1024) * 12
+    return logits + max(gather, gumbel)
+
+
+def vllm_v2_activation_bytes(spec, config, act_dtype: str) -> int:
+    """V2's profile-run peak on the last pipeline rank (kvcalc charges every rank that rank's
+    peak): the larger of the dummy forward at max_num_batched_tokens (calc.activation.
+    forward_activation_bytes, the generic estimate: the torch.compile'd forward is not written
+    out) and the dummy sampler (v2_dummy_sampler_peak_bytes) with what profile_run still holds
+    then: `hidden_states, sample_hidden_states = self._dummy_run(...)`, T + rows rows of hidden
+    (model_runner.py profile_run / _dummy_run, 0.22.0 - 0.33.0 sdists). min(T, max_num_seqs)
+    rows: _dummy_run's num_reqs, one logit each."""
+    a = dtype_bits(act_dtype) // 8
+    T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
+    rows = min(T, config.max_num_seqs)
+    vp = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+    forward = forward_activation_bytes(spec, tp, T, act_dtype)
+    sampler = (
+        v2_dummy_sampler_peak_bytes(rows, spec.vocab_size, vp, a, tp)
+        + (T + rows) * spec.hidden_size * a
+    )
+    return max(forward, sampler)
