@@ -30,10 +30,10 @@ _LINEAR_FIELDS = (
 def check_spec(s: ModelSpec) -> None:
     _check_heads(s)
     _check_layout(s)
+    check_v4(s)
     _check_mla(s)
     _check_linear(s)
     _check_indexed(s)
-    check_v4(s)
     _check_moe(s)
     if s.block_kind == "parallel" and s.norms_per_block == 4:
         raise ValueError("'norms_per_block' must be 1 or 2 for a parallel block: got 4")
