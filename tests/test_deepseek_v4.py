@@ -215,3 +215,16 @@ def test_refusals_name_v4(spec):
         calc.kv_cache_bytes(spec, 100, kv_scales="fp8")
     with pytest.raises(ValueError, match="'o_groups' must be set"):
         spec.replace(o_groups=None)
+
+
+def test_features_without_v4_refuse_by_name(spec):
+    # no wrong numbers where V4 is not modelled: the engines' layout, the reference modules
+    from calc.serving.plan import engine_plan
+
+    with pytest.raises(ValueError, match="is DeepSeek-V4: the engines'"):
+        engine_plan(spec, "h200", "vllm", tensor_parallel_size=8)
+    pytest.importorskip("torch")
+    import calc.validate
+
+    with pytest.raises(ValueError, match="is DeepSeek-V4, whose compressed attention"):
+        calc.validate.run(spec, checks=["params"])

@@ -136,3 +136,36 @@ def test_bf16_from_pretrained_keeps_the_overlap_gate_in_fp32(tmp_path):
         want = calc.kv_cache_layer_bytes(spec, n, 2, "bf16", convention="transformers")
         assert _cache_layer_bytes(cache) == want, n
     assert cache.layers[1].overlap_gate["compressor"].dtype == torch.float32
+
+
+@pytest.mark.parametrize("n", [2, 11, 17])
+def test_prefill_flops_match_flop_counter(n):
+    # FlopCounterMode over a whole prefill (eager: every query scores every key of the window
+    # cache's returned states and every compressed entry, then masks) against kvcalc's
+    # non-causal count, with two differences written out: the indexer's weighted sum over its
+    # heads is elementwise (kvcalc counts it, + 2 x H_i a pair; the counter does not), and the
+    # hyper-connections' comb mixing, torch.matmul(comb^T, streams), 2 x m^2 x h a token for
+    # each of 2 connections a layer, is a matmul the counter sees and kvcalc leaves out
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from calc.attention import prefill_attention_flops
+    from calc.params import matmul_params
+
+    cfg = {
+        "model_type": "deepseek_v4", "num_hidden_layers": 4, "hidden_size": 32,
+        "num_attention_heads": 2, "head_dim": 16, "q_lora_rank": 8, "qk_rope_head_dim": 4,
+        "o_groups": 2, "o_lora_rank": 4, "hc_mult": 2, "sliding_window": 5,
+        "compress_ratios": [0, 4, 128, 4, 0], "compress_rate_csa": 3, "compress_rate_hca": 4,
+        "index_n_heads": 2, "index_head_dim": 8, "index_topk": 2, "n_routed_experts": 3,
+        "num_experts_per_tok": 2, "moe_intermediate_size": 16, "num_hash_layers": 1,
+        "vocab_size": 96, "max_position_embeddings": 64, "pad_token_id": 0,
+    }  # fmt: skip
+    spec = calc.from_hf_config(cfg)
+    model = _build(cfg)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(input_ids=torch.randint(3, 96, (1, n)), use_cache=True)
+    weighted_sum = 2 * (2 * 2 * n * (n // 3))  # 2 CSA layers x 2 x H_i x (query, entry) pairs
+    comb = 4 * 2 * (2 * 2 * 2 * 32) * n  # 4 layers x 2 connections x 2 m^2 h, n tokens
+    want = 2 * n * matmul_params(spec) + prefill_attention_flops(spec, n, causal=False)
+    assert counter.get_total_flops() == want - weighted_sum + comb
