@@ -228,3 +228,27 @@ def test_features_without_v4_refuse_by_name(spec):
 
     with pytest.raises(ValueError, match="is DeepSeek-V4, whose compressed attention"):
         calc.validate.run(spec, checks=["params"])
+
+
+def test_v4_pro_config_matches_transformers_and_its_card():
+    # tests/fixtures/deepseek_v4/SOURCES.md: 61 layers, 2 HCA then CSA / HCA alternating,
+    # 384 experts; published 1.6T total, 49B activated (without the embedding, as for Flash)
+    from test_presets_published import ROUND, _within
+
+    path = CONFIG.parent.parent.parent / "deepseek_v4" / "DeepSeek-V4-Pro.config.json"
+    pro = from_hf_config(path, name="deepseek-v4-pro")
+    assert pro.attention_counts == {HCA: 31, CSA: 30}
+    total = calc.param_count(pro)
+    assert _within(ROUND, total, "1.6T")
+    active = calc.active_param_count(pro) - param_breakdown(pro)["embed"]
+    assert _within(ROUND, active, "49B")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    data = json.loads(path.read_text())
+    for key in ("quantization_config", "model_type", "architectures", "torch_dtype"):
+        data.pop(key)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model("deepseek_v4", **data)
+        )
+    assert total == sum(p.numel() for p in model.parameters())
