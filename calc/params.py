@@ -165,7 +165,12 @@ def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
     )  # fmt: skip
     out = _extras(one)
     out["embed"] = 0
-    for lin in _attention(one, kind, 1, "") + _mlp(one, mlp, 1, ""):
+    block = _attention(one, kind, 1, "") + _mlp(one, mlp, 1, "")
+    if one.is_v4:  # the block's two hyper-connections (final_norm off: no HyperHead)
+        from calc.linears_v4 import v4_hyper_connections
+
+        block += v4_hyper_connections(one)
+    for lin in block:
         out[lin.component] += lin.count * lin.numel  # routed experts: E matrices per layer
     return {k: v for k, v in out.items() if k not in ("embed", "pos_embed", "lm_head", "mtp")}
 

@@ -252,3 +252,12 @@ def test_v4_pro_config_matches_transformers_and_its_card():
             transformers.AutoConfig.for_model("deepseek_v4", **data)
         )
     assert total == sum(p.numel() for p in model.parameters())
+
+
+def test_layer_breakdown_sums_to_the_total(spec):
+    # every block, plus the tables, the final norm and the HyperHead (m x m h + m + 1)
+    from calc.params import layer_breakdown
+
+    blocks = sum(sum(layer_breakdown(spec, i).values()) for i in range(43))
+    rest = 2 * 129280 * 4096 + 4096 + (4 * 4 * 4096 + 4 + 1)
+    assert blocks + rest == calc.param_count(spec)
