@@ -66,7 +66,9 @@ def prefill_attention_flops(
     for kind, n in spec.attention_counts.items():
         k = KINDS[kind]
         per_layer = k.flops_per_pair(spec, mla_absorbed) * k.pairs(spec, seq_len, causal, minimum)
-        per_layer = per_layer + k.index_flops_per_pair(spec) * _pairs(seq_len, causal)  # indexer
+        index = k.index_flops_per_pair(spec)
+        if index:  # an indexer's scores (V3.2: every earlier key; V4's CSA: every closed entry)
+            per_layer = per_layer + index * k.index_pairs(spec, seq_len, causal, minimum)
         total = total + n * (per_layer + k.token_flops(spec) * seq_len)
     return total
 
@@ -84,7 +86,7 @@ def attention_flops_decode(
     for kind, n in spec.attention_counts.items():
         k = KINDS[kind]
         total += n * (k.flops_per_pair(spec, mla_absorbed) * k.decode_keys(spec, context))
-        total += n * k.index_flops_per_pair(spec) * context  # an indexer scores every key
+        total += n * k.index_flops_per_pair(spec) * k.index_decode_keys(spec, context)
         total += n * k.token_flops(spec)
     return batch * total
 

@@ -66,7 +66,7 @@ _MODERN_FIELDS = (
     "kv_lora_rank", "attention_chunk_size", "linear_num_key_heads", "moe_intermediate_size",
     "shared_expert_intermediate_size", "router_bias", "e_score_correction_bias", "qk_norm",
     "attention_sinks", "attn_output_gate", "fused_qkv", "fused_gate_up",
-    "num_nextn_predict_layers", "mlp_layer_types", "mlp_layer_pattern",
+    "num_nextn_predict_layers", "mlp_layer_types", "mlp_layer_pattern", "o_groups",
 )  # fmt: skip
 
 

@@ -3,8 +3,9 @@
 A softmax layer caches K and V: 2 x KV heads x head_dim elements per token (MLA: one latent of
 kv_lora_rank + qk_rope_head_dim); a sliding layer keeps at most its window of tokens, a chunked
 layer its chunk, a linear-attention layer no tokens but a fixed conv + recurrent state per
-sequence. The formulas live with the layer kinds (calc/layers.py); here they are summed over the
-model's layer groups.
+sequence; DeepSeek-V4's compressed layers add one entry per compress rate tokens (calc/layers_v4.py).
+The formulas live with the layer kinds (calc/layers.py); here they are summed over the model's
+layer groups.
 
 Conventions (`convention`, or the older `window_tokens`): "engine" (default) is what the
 architecture needs, as vLLM / SGLang allocate it; "transformers" (= `window_tokens="window-1"`)
@@ -104,11 +105,16 @@ def kv_cache_group_bytes(
     conv = convention_of(window_tokens, convention)
     bits = dtype_bits(dtype)
     size = {}
+    if scales is not None and spec.is_v4:
+        raise ValueError(
+            "'kv_scales' is not supported for DeepSeek-V4's compressed attention (its cache "
+            f"holds window tokens and compressed entries, not per-token K/V): got {kv_scales!r}"
+        )
     for kind in spec.attention_counts:
         k = KINDS[kind]
         t = cached_tokens(spec, seq_len, kind=kind, block_size=block_size, convention=conv)
         per_token = k.kv_elems_per_token(spec, conv)
-        layer_bits = t * per_token * bits + k.state_bits(spec, bits, conv)
+        layer_bits = k.cache_bits(spec, seq_len, bits, conv, block_size)
         size[kind] = -(-(batch * layer_bits) // 8)
         if scales is not None and per_token:  # issue 11: a quantized cache's scales
             heads, width = (1, per_token) if spec.is_mla else (spec.n_kv_heads, spec.head_dim)

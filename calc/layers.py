@@ -7,8 +7,12 @@ answers the same questions for one layer of a given ModelSpec:
 - `state_elems`: a constant per-sequence state (Gated DeltaNet's conv + recurrent state);
 - `pairs(n, causal)`, `decode_keys(context)` and `flops_per_pair`: the attention products;
 - `token_flops`: per-token work that is not pairwise (linear attention's state update);
-- `index_flops_per_pair`: an indexer's scoring of every earlier key (DeepSeek Sparse Attention),
-  on top of the `pairs` the attention itself computes.
+- `index_flops_per_pair` x `index_pairs(n)` / `index_decode_keys`: an indexer's scoring (DeepSeek
+  Sparse Attention: every earlier key; DeepSeek-V4's CSA: every earlier compressed entry), on top
+  of the `pairs` the attention itself computes;
+- `cache_bits(n)`: what one sequence's cache holds in one layer (tokens x elements + state;
+  DeepSeek-V4's kinds add their compressed entries and, in transformers, the compressor's
+  buffers: calc/layers_v4.py).
 
 Two cache conventions (`Convention`):
 - "engine": what the architecture needs, as vLLM and SGLang allocate it: a sliding layer keeps
@@ -45,6 +49,11 @@ def causal_pairs(n, window=None, minimum=min):
     return m * (m + 1) // 2 + (n - m) * window  # later queries see w keys
 
 
+def whole_blocks(tokens, block_size):
+    """Tokens rounded up to whole blocks of `block_size` (None: as they are)."""
+    return tokens if block_size is None else -(-tokens // block_size) * block_size
+
+
 class Softmax:
     """Full causal attention: every token is cached, every earlier key is scored."""
 
@@ -55,6 +64,10 @@ class Softmax:
         return None
 
     def kv_elems_per_token(self, spec: ModelSpec, convention: Convention) -> int:
+        if spec.is_v4:  # DeepSeek-V4: K = V, one kv_proj head the engines cache once;
+            # transformers' DynamicSlidingWindowLayer stores it as keys and as values (measured:
+            # tests/test_deepseek_v4_reference.py)
+            return spec.head_dim * (2 if convention == "transformers" else 1)
         if not spec.is_mla:
             return 2 * spec.n_kv_heads * spec.head_dim  # K and V, G heads each
         # the latent c_KV and the shared k_rope; transformers 5.x's DeepSeek attention caches
@@ -73,6 +86,15 @@ class Softmax:
     def state_bits(self, spec: ModelSpec, bits: int, convention: Convention) -> int:
         """The constant per-sequence state in bits, for a cache of `bits`-bit elements."""
         return self.state_elems(spec, convention) * bits
+
+    def cache_bits(self, spec: ModelSpec, n, bits, convention: Convention, block_size=None,
+                   minimum=min):  # fmt: skip
+        """Bits one sequence's cache holds in one layer after n tokens: the tokens kept (in
+        whole `block_size` blocks) x elements per token, plus the constant state. `n` and
+        `bits` may be numpy arrays (pass minimum=np.minimum)."""
+        t = whole_blocks(self.cached_tokens(spec, n, convention, minimum), block_size)
+        per_token = self.kv_elems_per_token(spec, convention)
+        return t * per_token * bits + self.state_bits(spec, bits, convention)
 
     def flops_per_pair(self, spec: ModelSpec, mla_absorbed: bool = False) -> int:
         """QK^T (2 * H * d_qk) + AV (2 * H * d_v) for one query-key pair in one layer."""
@@ -97,8 +119,16 @@ class Softmax:
         return 0
 
     def index_flops_per_pair(self, spec: ModelSpec) -> int:
-        """FLOPs per query-key pair of a causal scan over *every* earlier key, besides `pairs`."""
+        """FLOPs per query-key pair an indexer scores (`index_pairs`), besides `pairs`."""
         return 0
+
+    def index_pairs(self, spec: ModelSpec, n, causal: bool = True, minimum=min):
+        """Query-key pairs an indexer scores in a prefill of n tokens: every earlier key."""
+        return causal_pairs(n) if causal else n * n
+
+    def index_decode_keys(self, spec: ModelSpec, context, minimum=min):
+        """Keys an indexer scores for a new token with `context` keys in reach."""
+        return context
 
 
 class Sliding(Softmax):
@@ -225,6 +255,9 @@ KINDS: dict[str, Softmax] = {
     "linear_attention": Linear(),
     "indexed_attention": Indexed(),
 }
+from calc.layers_v4 import V4_KINDS  # noqa: E402  (they subclass Sliding)
+
+KINDS.update(V4_KINDS)
 
 
 def convention_of(window_tokens: str, convention: str | None) -> Convention:

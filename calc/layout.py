@@ -7,7 +7,9 @@ MLP type, wherever they sit), so a 94-layer model costs a handful of terms.
 
 Vocabulary (Hugging Face's own, `config.layer_types` / `mlp_layer_types`):
 - attention: full_attention, sliding_attention, chunked_attention (Llama 4's local chunks),
-  linear_attention (Qwen3-Next's Gated DeltaNet: a constant state, no per-token cache);
+  linear_attention (Qwen3-Next's Gated DeltaNet: a constant state, no per-token cache),
+  indexed_attention (DeepSeek-V3.2), compressed_sparse_attention / heavily_compressed_attention
+  (DeepSeek-V4's CSA / HCA: calc/layers_v4.py);
   MLA (DeepSeek) is an attention *family* (`ModelSpec.is_mla`), not a layer type;
 - MLP: dense, sparse (mixture of experts).
 
@@ -30,6 +32,8 @@ AttentionType = Literal[
     "chunked_attention",
     "linear_attention",
     "indexed_attention",
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
 ]
 MlpType = Literal["dense", "sparse"]
 ATTENTION_TYPES: tuple[str, ...] = (
@@ -38,6 +42,10 @@ ATTENTION_TYPES: tuple[str, ...] = (
     "chunked_attention",
     "linear_attention",
     "indexed_attention",  # DeepSeek-V3.2's sparse MLA with its lightning indexer (transformers' name)
+    # DeepSeek-V4 (transformers' names): the sliding window plus compressed entries, one per
+    # compress_rate_csa tokens picked by an indexer (CSA) / per compress_rate_hca tokens (HCA)
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
 )
 MLP_TYPES: tuple[str, ...] = ("dense", "sparse")
 # older / alternative names transformers configs use for the same thing

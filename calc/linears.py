@@ -51,6 +51,10 @@ def linear_layers(spec: ModelSpec) -> tuple[Linear, ...]:
         for g in spec.layer_groups:
             out += _attention(spec, g.attention, g.count, "")
             out += _mlp(spec, g.mlp, g.count, "")
+        if spec.is_v4:  # DeepSeek-V4's hyper-connections (calc/linears_v4.py)
+            from calc.linears_v4 import v4_hyper_connections
+
+            out += v4_hyper_connections(spec)
         if not spec.tie_word_embeddings:
             out.append(Linear("lm_head", "lm_head", spec.hidden_size, spec.vocab_size, 1))
         memo["linears"] = tuple(out)
@@ -73,6 +77,10 @@ def mtp_layer_linears(spec: ModelSpec) -> tuple[Linear, ...]:
 
 def _attention(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
     h, H = spec.hidden_size, spec.num_attention_heads
+    if spec.is_v4:  # DeepSeek-V4: shared-KV MQA, compressors, indexer (calc/linears_v4.py)
+        from calc.linears_v4 import v4_attention
+
+        return v4_attention(spec, kind, n, pre)
     if kind == "linear_attention":
         kd = spec.linear_num_key_heads * spec.linear_key_head_dim
         vd = spec.linear_num_value_heads * spec.linear_value_head_dim

@@ -10,7 +10,9 @@ built from the same config):
   router (and router bias) "router"; DeepSeek's e_score_correction_bias is a buffer, not counted;
 - "attn/linear" is a Gated-DeltaNet layer (projections, conv, dt_bias, A_log);
   "attn/sinks" gpt-oss's per-head sink logits; "attn/indexer" DeepSeek-V3.2's lightning indexer
-  (wq_b, wk, weights_proj and its k_norm LayerNorm); "mtp" DeepSeek's next-token-prediction layers,
+  (wq_b, wk, weights_proj and its k_norm LayerNorm; DeepSeek-V4's CSA indexer, its compressor
+  included); "attn/compressor" DeepSeek-V4's compressors (projections, position bias, norm);
+  "hc" its hyper-connections (calc/linears_v4.py); "mtp" DeepSeek's next-token-prediction layers,
   0 unless `include_mtp` (the papers' totals and transformers leave them out).
 Every weight matrix is listed once, by `linear_layers` (module names as transformers has them);
 the counts and the FLOP-relevant `matmul_params` are sums over that list.
@@ -50,10 +52,12 @@ COMPONENTS: tuple[str, ...] = (
     "attn/linear",
     "attn/sinks",
     "attn/indexer",
+    "attn/compressor",
     "mlp",
     "mlp/shared",
     "router",
     "norm",
+    "hc",
     "mtp",
     "lm_head",
 )
@@ -104,6 +108,11 @@ def _extras(spec: ModelSpec) -> dict[str, int]:
         out["attn/linear"] += n_lin * (conv + 2 * nv)  # + dt_bias and A_log, one per value head
         norms += n_lin * spec.linear_value_head_dim  # gated RMSNorm over one value head
     out["norm"] = norms
+    if spec.is_v4:  # DeepSeek-V4's norms, compressors, indexer, hyper-connections
+        from calc.linears_v4 import v4_vectors
+
+        for key, value in v4_vectors(spec).items():
+            out[key] += value
     return out
 
 
@@ -156,7 +165,12 @@ def layer_breakdown(spec: ModelSpec, layer: int = 0) -> dict[str, int]:
     )  # fmt: skip
     out = _extras(one)
     out["embed"] = 0
-    for lin in _attention(one, kind, 1, "") + _mlp(one, mlp, 1, ""):
+    block = _attention(one, kind, 1, "") + _mlp(one, mlp, 1, "")
+    if one.is_v4:  # the block's two hyper-connections (final_norm off: no HyperHead)
+        from calc.linears_v4 import v4_hyper_connections
+
+        block += v4_hyper_connections(one)
+    for lin in block:
         out[lin.component] += lin.count * lin.numel  # routed experts: E matrices per layer
     return {k: v for k, v in out.items() if k not in ("embed", "pos_embed", "lm_head", "mtp")}
 

@@ -8,6 +8,8 @@ What it describes: dense and mixture-of-experts decoders whose layers may differ
 full / sliding / chunked / linear-attention layers, dense or MoE MLPs, in runs); MHA / GQA / MQA
 attention with an explicit `head_dim` (Gemma: 256 != 3072 / 16) or MLA (DeepSeek: a low-rank
 latent KV); q/k norms, attention sinks, an output gate; Gated-DeltaNet linear attention (Qwen3-Next);
+DeepSeek-V4's compressed attention
+(sliding window + CSA / HCA compressed entries, grouped output projection, hyper-connections);
 2-matrix or gated 3-matrix MLPs, shared experts, router biases; LayerNorm or RMSNorm, 1, 2 or 4
 norms per block; learned / RoPE / ALiBi positions; sequential or parallel blocks; DeepSeek's
 multi-token-prediction layer (counted only with `include_mtp`).
@@ -52,7 +54,8 @@ _INT_FIELDS = (
     "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
     "linear_value_head_dim", "linear_conv_kernel_dim", "num_nextn_predict_layers",
-    "index_n_heads", "index_head_dim", "index_topk",
+    "index_n_heads", "index_head_dim", "index_topk", "o_groups", "o_lora_rank", "hc_mult",
+    "compress_rate_csa", "compress_rate_hca",
 )  # fmt: skip
 
 
@@ -136,6 +139,17 @@ class ModelSpec(DerivedShape, BaseModel):
     index_n_heads: int | None = Field(default=None, gt=0)
     index_head_dim: int | None = Field(default=None, gt=0)
     index_topk: int | None = Field(default=None, gt=0)
+
+    # --- DeepSeek-V4 (config.json names; calc/layers_v4.py, calc/linears_v4.py) ---------------
+    # set o_groups: every layer is V4 attention: shared-KV MQA (one kv_proj head of head_dim, read
+    # as K and V; its last qk_rope_head_dim channels rotated), low-rank queries (q_lora_rank),
+    # a grouped output projection (o_groups x o_lora_rank, then o_b_proj), per-head sinks, a
+    # sliding window; CSA / HCA layers add compressed entries (one per compress rate tokens)
+    o_groups: int | None = Field(default=None, gt=0)
+    o_lora_rank: int | None = Field(default=None, gt=0)
+    compress_rate_csa: int | None = Field(default=None, gt=0)  # compressed_sparse_attention
+    compress_rate_hca: int | None = Field(default=None, gt=0)  # heavily_compressed_attention
+    hc_mult: int | None = Field(default=None, gt=0)  # hyper-connection streams (mHC)
 
     # --- linear attention: Gated DeltaNet (Qwen3-Next names) ----------------------------------
     linear_num_key_heads: int | None = Field(default=None, gt=0)

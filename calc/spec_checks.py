@@ -3,12 +3,15 @@
 A field that would change a count must be consistent with the others, or the spec is refused:
 a sliding layer needs a window, a chunked layer a chunk size, a linear-attention layer its five
 Gated-DeltaNet sizes, MLA all its head sizes, an indexed (DeepSeek Sparse Attention) layer MLA
-with a query latent and the indexer's three sizes, an MoE layer more than one expert.
+with a query latent and the indexer's three sizes, an MoE layer more than one expert;
+DeepSeek-V4's own checks are in calc/spec_checks_v4.py.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from calc.spec_checks_v4 import check_v4
 
 if TYPE_CHECKING:
     from calc.spec import ModelSpec
@@ -27,6 +30,7 @@ _LINEAR_FIELDS = (
 def check_spec(s: ModelSpec) -> None:
     _check_heads(s)
     _check_layout(s)
+    check_v4(s)
     _check_mla(s)
     _check_linear(s)
     _check_indexed(s)
@@ -89,6 +93,8 @@ def _check_layout(s: ModelSpec) -> None:
 
 def _check_mla(s: ModelSpec) -> None:
     mla = [f for f in (*_MLA_FIELDS, "q_lora_rank") if getattr(s, f) is not None]
+    if s.is_v4:  # V4 reads q_lora_rank and qk_rope_head_dim itself (calc/spec_checks_v4.py)
+        mla = [f for f in mla if f not in ("q_lora_rank", "qk_rope_head_dim")]
     if not s.is_mla:
         if mla:
             raise ValueError(f"'{mla[0]}' is an MLA size and needs kv_lora_rank: got None")
@@ -125,6 +131,8 @@ def _check_indexed(s: ModelSpec) -> None:
     qk_rope_head_dim of each index head."""
     given = [f for f in _INDEX_FIELDS if getattr(s, f) is not None]
     n = s.attention_counts.get("indexed_attention", 0)
+    if s.is_v4:  # the CSA layers' indexer: calc/spec_checks_v4.py
+        return
     if given and not n:
         raise ValueError(
             f"'{given[0]}' is an indexer size and needs indexed_attention layers: got none "

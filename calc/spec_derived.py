@@ -34,6 +34,11 @@ class DerivedShape:
         return self.kv_lora_rank is not None
 
     @property
+    def is_v4(self) -> bool:
+        """DeepSeek-V4 attention (shared-KV MQA with compressors): o_groups is set."""
+        return self.o_groups is not None
+
+    @property
     def attention_kind(self) -> Literal["MHA", "GQA", "MQA", "MLA"]:
         if self.is_mla:
             return "MLA"
@@ -88,7 +93,7 @@ class DerivedShape:
             return layout.expand_runs(runs or (("full_attention", 1),), L, periodic=True)
         if self.attention_chunk_size is not None:
             return ("chunked_attention",) * L
-        if self.index_head_dim is not None:  # DeepseekV32Config: every layer is DSA
+        if self.index_head_dim is not None and not self.is_v4:  # DeepseekV32Config: all DSA
             return ("indexed_attention",) * L
         return ("full_attention",) * L
 

@@ -123,9 +123,10 @@ def sweep(
     layers = {k: [sp.attention_counts.get(k, 0) for sp in specs] for k in kinds}
 
     # int64 unless the largest product could overflow: then exact Python ints (slow, rare)
-    widest = max(max(e) for e in elems.values()) * (int(n.max()) + 1) + max(
-        max(x) for x in states.values()
-    )
+    # DeepSeek-V4: its compressed entries add at most one more head_dim (+ indexer key) a token
+    widest = (3 if any(sp.is_v4 for sp in specs) else 1) * max(max(e) for e in elems.values()) * (
+        int(n.max()) + 1
+    ) + max(max(x) for x in states.values())
     bound = max(sp.num_hidden_layers for sp in specs) * widest * max(bits)
     bound *= int(b.max()) + 8
     idt = np.int64 if bound <= _INT64_MAX else object
@@ -142,11 +143,10 @@ def sweep(
     for k in kinds:
         kind, Lk = KINDS[k], col(layers[k], (M, 1, 1, 1))
         # KV bytes, as calc.kvcache: each layer's bytes rounded up to whole bytes, then x layers
-        tokens = np.concatenate(
-            [np.asarray(kind.cached_tokens(sp, nn, "engine", minimum=np.minimum)) + 0 * nn
-             if k in sp.attention_counts else 0 * nn for sp in specs]
+        layer_bits = np.concatenate(
+            [np.asarray(kind.cache_bits(sp, nn, bt, "engine", minimum=np.minimum)) + 0 * nn * bt
+             if k in sp.attention_counts else 0 * nn * bt for sp in specs]
         )  # fmt: skip
-        layer_bits = (tokens * col(elems[k], (M, 1, 1, 1)) + col(states[k], (M, 1, 1, 1))) * bt
         kv = kv + Lk * -(-(bb * layer_bits) // 8)
         per_token = per_token + Lk * -(-(col(elems[k], (M, 1, 1, 1)) * bt) // 8)
         # attention FLOPs, as calc.attention: per-pair FLOPs x causal pairs (+ per-token work)
@@ -159,7 +159,11 @@ def sweep(
         per_index = col(
             per_model(k, lambda kind, sp: kind.index_flops_per_pair(sp)), (M, 1, 1, 1), f64
         )
-        index = per_index * (nf * (nf + 1) / 2)  # an indexer scans every earlier key
+        index_pairs = np.concatenate(
+            [np.asarray(kind.index_pairs(sp, nf, True, minimum=np.minimum)) + 0 * nf
+             if k in sp.attention_counts else 0 * nf for sp in specs]
+        )  # fmt: skip
+        index = per_index * index_pairs  # an indexer's scores (V3.2: every earlier key)
         attn = attn + bf * Lk.astype(f64) * (per_pair * pairs + index + per_tok * nf)
     mm = col([matmul_params(sp) for sp in specs], (M, 1, 1, 1), f64)
     forward = 2 * bf * nf * mm + attn  # [M, S, B, 1]

@@ -26,6 +26,11 @@ DEFAULT_CONV_KERNEL = 4  # Qwen3-Next's linear_conv_kernel_dim
 _NO_MLA = dict.fromkeys(
     ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 )
+# DeepSeek-V3.2's indexer and DeepSeek-V4's compressed attention (calc/spec_checks_v4.py)
+_NO_V4 = dict.fromkeys(
+    ("o_groups", "o_lora_rank", "hc_mult", "compress_rate_csa", "compress_rate_hca",
+     "index_n_heads", "index_head_dim", "index_topk"),
+)  # fmt: skip
 _NO_LINEAR = dict.fromkeys(
     ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
      "linear_value_head_dim", "linear_conv_kernel_dim"),
@@ -36,6 +41,7 @@ def _uniform(spec: ModelSpec, kind: str, **changes) -> ModelSpec:
     d = spec.v_head_dim if spec.is_mla else spec.head_dim
     base = {
         **_NO_MLA,
+        **_NO_V4,
         **_NO_LINEAR,
         "head_dim": d,
         "layer_types": [[kind, spec.num_hidden_layers]],
@@ -51,7 +57,8 @@ def _uniform(spec: ModelSpec, kind: str, **changes) -> ModelSpec:
 def is_mixed(spec: ModelSpec) -> bool:
     """Does the model differ from every uniform variant (mixed layers, MLA, chunks)?"""
     kinds = set(spec.attention_counts)
-    return spec.is_mla or len(kinds) > 1 or not kinds <= {"full_attention", "sliding_attention"}
+    plain = {"full_attention", "sliding_attention"}
+    return spec.is_mla or spec.is_v4 or len(kinds) > 1 or not kinds <= plain
 
 
 def attention_variants(spec: ModelSpec, window: int | None = None) -> list[tuple[str, ModelSpec]]:

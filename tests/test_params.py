@@ -60,7 +60,9 @@ def test_gpt2_style_by_hand():
         "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
         "attn/sinks": 0,
         "attn/indexer": 0,
+        "attn/compressor": 0,  # DeepSeek-V4 only
         "mlp/shared": 0,
+        "hc": 0,  # DeepSeek-V4 only
         "mtp": 0,
         "norm": 2 * 2 * (8 + 8) + (8 + 8),  # ln_1, ln_2 (weight + bias) per layer, ln_f
         "lm_head": 0,  # tied to wte
@@ -118,7 +120,9 @@ def test_gated_by_hand():
         "attn/linear": 0,  # no Gated-DeltaNet layers, sinks, shared experts or MTP
         "attn/sinks": 0,
         "attn/indexer": 0,
+        "attn/compressor": 0,  # DeepSeek-V4 only
         "mlp/shared": 0,
+        "hc": 0,  # DeepSeek-V4 only
         "mtp": 0,
         "lm_head": 10 * 8,
     }

@@ -39,7 +39,7 @@ FAMILIES = {
 def test_full_list():
     from test_presets_modern import MODERN
 
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 30
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 31  # + deepseek-v4-flash
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

@@ -75,6 +75,13 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
     "deepseek-v3": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
     "deepseek-r1": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
     "kimi-k2": (("1T", ROUND, total, 0, CARD), ("32B", ROUND, active_less_embed, 0, CARD)),
+    # 284,332,230,231 (= transformers' numel on meta); active 13.80B with the embedding table,
+    # 13.27B without: DeepSeek counts activated parameters without the input table (V3's
+    # README_WEIGHTS: 36.7B activated includes the output head, not the embedding)
+    "deepseek-v4-flash": (
+        ("284B", ROUND, total, 0, CARD),
+        ("13B", ROUND, active_less_embed, 0, CARD),
+    ),
     "glm-4.5": (
         # 352.80B without the MTP layer, 356.79B with it: '355B' is a size label
         ("355B", REL, total, 0.01, "size label between the counts without and with MTP"),
@@ -129,7 +136,9 @@ def test_preset_is_its_config(name):
 
 def test_quantized_checkpoint_presets():
     quantized = {n for n in MODERN if calc.load_preset(n).quantization is not None}
-    assert quantized == {"gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2"}
+    assert quantized == {
+        "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v4-flash"
+    }  # fmt: skip
     # every fixture config.json that has a quantization_config is such a preset
     import json
 
@@ -223,6 +232,12 @@ def test_transformers_cache_bytes_full_width(name):
     n = min(caps) + 3 if caps else 64
     with torch.device("meta"), torch.no_grad():
         model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+        if spec.is_v4:  # from_pretrained keeps these in fp32 (from_config does not): the CSA
+            # overlap gate is gate + the fp32 position_bias
+            keep = model._keep_in_fp32_modules_strict
+            for pname, p in model.named_parameters():
+                if any(k in pname.split(".") for k in keep):
+                    p.data = p.data.float()
         ids = torch.zeros(1, n, dtype=torch.long)
         cache = model(input_ids=ids, use_cache=True).past_key_values
     want = calc.kv_cache_layer_bytes(spec, n, 1, "bf16", convention="transformers")[:k]

@@ -104,12 +104,24 @@ def configs(draw, mt: str) -> dict:
 
 
 def _cache_layer_bytes(cache) -> list[int]:
+    """Bytes of every tensor each cache layer holds, a tensor held twice counted once
+    (DeepSeek-V4's compressed layers alias values to keys)."""
     out = []
+    dicts = (
+        "conv_states",
+        "recurrent_states",  # Gated DeltaNet
+        "buffer_kv",
+        "buffer_gate",
+        "compressed_kv",
+        "overlap_kv",
+        "overlap_gate",
+    )  # V4
     for layer in cache.layers:
         tensors = [getattr(layer, n, None) for n in ("keys", "values", "indexer_keys")]
-        for n in ("conv_states", "recurrent_states"):
+        for n in dicts:
             tensors += list((getattr(layer, n, None) or {}).values())
-        out.append(sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t)))
+        unique = {id(t): t for t in tensors if torch.is_tensor(t)}.values()
+        out.append(sum(t.numel() * t.element_size() for t in unique))
     return out
 
 

@@ -45,6 +45,8 @@ def cmd_kv(args) -> int:
         per = f"latent {spec.kv_lora_rank} + rope key {spec.qk_rope_head_dim} (MLA) x {elem}"
         if spec.index_head_dim:  # DeepSeek-V3.2: the indexer's key too
             per = per.replace(" (MLA)", f" + indexer key {spec.index_head_dim} (MLA + DSA)")
+    elif spec.is_v4:
+        per = f"one K = V head of {spec.head_dim} in the window x {elem}"
     else:
         per = f"2 x {spec.n_kv_heads} KV heads x {spec.head_dim} head_dim x {elem}"
     cached = spec.num_hidden_layers - spec.attention_counts.get("linear_attention", 0)
@@ -68,12 +70,20 @@ def cmd_kv(args) -> int:
             "chunked_attention": f"chunked layers (chunk {group(spec.attention_chunk_size or 0)})",
             "linear_attention": "linear-attention layers (constant state)",
             "indexed_attention": f"indexed MLA layers (top-{group(spec.index_topk or 0)} keys)",
+            "compressed_sparse_attention": f"CSA layers (window + 1 entry per "
+            f"{spec.compress_rate_csa} tokens, top-{group(spec.index_topk or 0)})",
+            "heavily_compressed_attention": f"HCA layers (window + 1 entry per "
+            f"{spec.compress_rate_hca} tokens)",
         }[kind]
         held = (
             "conv + recurrent state"
             if kind == "linear_attention"
             else f"{group(tokens)} tokens/seq"
         )
+        rate = getattr(spec, {"compressed_sparse_attention": "compress_rate_csa",
+                              "heavily_compressed_attention": "compress_rate_hca"}.get(kind, "_"), None)  # fmt: skip
+        if rate:  # DeepSeek-V4: the window's tokens and the compressed entries
+            held = f"{group(tokens)} tokens + {group(args.seq // rate)} entries/seq"
         rows.append((f"{n_layers} {what}", held, f"{fmt_bytes(rep.layer_bytes[i])} each"))
     print_table(rows, indent=2, align="lrl")
     if {"sliding_attention", "chunked_attention"} & set(spec.attention_counts):

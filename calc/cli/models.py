@@ -123,6 +123,8 @@ def _spec_rows(s) -> list[tuple[str, str]]:
             "num_key_value_heads",
             "MLA: one latent per token, shared by every head"
             if s.is_mla
+            else "1 KV head, read as both K and V (DeepSeek-V4 shared-KV MQA)"
+            if s.is_v4
             else f"{G} KV head{'s' if G > 1 else ''}: {s.attention_kind}, {s.kv_groups} query heads per KV head",
         ),
         ("head_dim", _head_dim_text(s, d, derived)),
@@ -155,7 +157,8 @@ def _spec_rows(s) -> list[tuple[str, str]]:
         rows.append(
             (
                 "sliding_window",
-                f"{s.sliding_window:,} tokens on {s.n_sliding_layers} of "
+                f"{s.sliding_window:,} tokens on "
+                f"{s.num_hidden_layers if s.is_v4 else s.n_sliding_layers} of "
                 f"{s.num_hidden_layers} layers",
             )
         )
@@ -171,6 +174,8 @@ def _spec_rows(s) -> list[tuple[str, str]]:
                 f"conv kernel {s.linear_conv_kernel_dim}",
             )
         )
+    if s.is_v4:
+        rows.append(("compressed attention", _v4_text(s)))
     if s.is_moe:
         shared = " + shared" if s.shared_expert_intermediate_size else ""
         rows.append(
@@ -196,7 +201,25 @@ def _spec_rows(s) -> list[tuple[str, str]]:
     return rows
 
 
+def _v4_text(s) -> str:
+    parts = []
+    if "compressed_sparse_attention" in s.attention_counts:
+        parts.append(
+            f"CSA: an entry per {s.compress_rate_csa} tokens, indexer {s.index_n_heads} heads x "
+            f"{s.index_head_dim} picks {s.index_topk}"
+        )
+    if "heavily_compressed_attention" in s.attention_counts:
+        parts.append(f"HCA: an entry per {s.compress_rate_hca} tokens, all attended")
+    parts.append(f"{s.hc_mult} hyper-connection streams")
+    return "; ".join(parts)
+
+
 def _head_dim_text(s, d: int, derived: int) -> str:
+    if s.is_v4:
+        return (
+            f"{d} ({s.qk_rope_head_dim} rope); q_lora_rank {s.q_lora_rank}; output "
+            f"{s.o_groups} groups x o_lora_rank {s.o_lora_rank}"
+        )
     if s.is_mla:
         return (
             f"MLA: q/k {s.qk_head_dim} ({s.qk_nope_head_dim} nope + {s.qk_rope_head_dim} rope), "
@@ -220,6 +243,7 @@ def _widths_text(s) -> str:
 def _layers_text(s) -> str:
     names = {"full_attention": "full", "sliding_attention": "sliding",
              "chunked_attention": "chunked", "linear_attention": "linear",
-             "indexed_attention": "indexed"}  # fmt: skip
+             "indexed_attention": "indexed", "compressed_sparse_attention": "CSA",
+             "heavily_compressed_attention": "HCA"}  # fmt: skip
     groups = ", ".join(f"{g.count} {names[g.attention]}/{g.mlp}" for g in s.layer_groups)
     return f"{groups} (attention/MLP)"

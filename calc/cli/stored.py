@@ -23,6 +23,10 @@ def stored_summary(spec) -> dict:
 
 
 def print_stored(spec) -> None:
+    if spec.is_v4:  # calc.weight_bytes refuses it, saying why
+        print("\nstored weights (what a checkpoint's safetensors hold)")
+        print_pairs([("checkpoint", "not modelled for DeepSeek-V4 (fp4 experts, fp32 mHC)")])
+        return
     s = stored_summary(spec)
     q = spec.quantization
     if q is None:

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from calc.datafiles import parse_json_object, read_text
 from calc.errors import format_error
 from calc.hf.classic import _LLAMA_LIKE, _falcon, _gpt2, _llama_like
+from calc.hf.deepseek_v4 import deepseek_v4_fields, deepseek_v4_rope
 from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
 from calc.hf.rope import rope_fields
@@ -54,6 +55,7 @@ SUPPORTED_MODEL_TYPES = (
     "falcon",
     "gpt2",
     *MODERN_TYPES,
+    "deepseek_v4",  # calc/hf/deepseek_v4.py
 )
 # multimodal checkpoints: the language model is described by their `text_config`, the vision
 # encoder by `vision_config` (calc/hf/vision.py; counted in weight_bytes, not in param_count)
@@ -110,7 +112,9 @@ def from_hf_config(
         supported = ", ".join(SUPPORTED_MODEL_TYPES + LEGACY_FALCON_TYPES + tuple(WRAPPER_TYPES))
         raise ValueError(f"{origin}: 'model_type' must be one of {supported}: got {model_type!r}")
     cfg = _Config(data, origin, model_type)
-    if model_type in MODERN_TYPES:
+    if model_type == "deepseek_v4":
+        fields = deepseek_v4_fields(cfg)
+    elif model_type in MODERN_TYPES:
         fields = modern_fields(cfg, model_type)
     elif model_type in _LLAMA_LIKE:
         fields = _llama_like(cfg, model_type)
@@ -118,7 +122,9 @@ def from_hf_config(
         fields = _gpt2(cfg)
     else:
         fields = _falcon(cfg, legacy=model_type in LEGACY_FALCON_TYPES)
-    if fields.get("position_embedding", "rope") == "rope":
+    if model_type == "deepseek_v4":
+        fields |= deepseek_v4_rope(cfg, fields)
+    elif fields.get("position_embedding", "rope") == "rope":
         fields |= rope_fields(cfg)  # calc/hf/rope.py: the cos/sin table's size
     fields["name"] = name or _default_name(outer, config)
     fields["family"] = "falcon" if model_type in LEGACY_FALCON_TYPES else model_type

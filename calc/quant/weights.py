@@ -275,6 +275,13 @@ def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[st
     "kv_scales", and "vision" (a multimodal checkpoint's vision tower and projector, which
     calc.param_breakdown, the language model's, leaves out). `dtype`: the base dtype (default: the quantization config's, else the config's
     torch_dtype, else bf16)."""
+    if spec.is_v4:
+        raise ValueError(
+            "'spec' is DeepSeek-V4, whose stored bytes are not modelled: its checkpoint keeps "
+            "experts in fp4 (config.json expert_dtype) beside fp8 blocks with ue8m0 scales, "
+            "fp32 hyper-connection / sink / position-bias tensors and int64 tid2eid buffers; "
+            "parameter counts (calc.param_count) are: got model " + repr(spec.name)
+        )
     q = spec.quantization
     d = dtype_name(dtype if dtype is not None else stored_dtype(spec), "dtype")
     key = ("weight_bytes", d)

@@ -80,6 +80,12 @@ def prepare(
     """Everything a plan needs that no memory figure changes: the resolved config, the KV
     layout, the weights of each pipeline rank."""
     spec, hw = resolve_model(model), resolve_hardware(gpu)
+    if spec.is_v4:  # until the engines' V4 layout is modelled: no plan rather than a wrong one
+        raise ValueError(
+            f"'model' {spec.name!r} is DeepSeek-V4: the engines' compressed-attention KV layout "
+            "and its fp4 expert weights are not modelled in calc.serving; kvcalc kv / attention "
+            "show its cache and FLOPs"
+        )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
     if config is None:

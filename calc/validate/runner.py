@@ -97,6 +97,14 @@ def run(
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
         raise ValueError(f"'checks' must be among {', '.join(CHECKS)}: got {unknown[0]!r}")
+    v4 = next((s.name for s in (spec, claim) if s is not None and s.is_v4), None)
+    if v4 is not None:
+        raise ValueError(
+            f"'spec' {v4!r} is DeepSeek-V4, whose compressed attention, grouped output and "
+            "hyper-connections are not in the reference modules (calc/validate): its parameters "
+            "and cache are checked against transformers' own DeepseekV4 model instead "
+            "(tests/test_deepseek_v4_reference.py)"
+        )
     if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise ValueError(f"'device' must be cpu or cuda[:N]: got {device!r}")
     dev = torch.device(device)
