@@ -93,9 +93,10 @@ def memory_args(p, seq_required: bool) -> None:
     p.add_argument(
         "--block-size",
         type=int_at_least(1, "block_size"),
-        default=16,
+        default=None,
         metavar="N",
-        help="KV block size in tokens (default 16)",
+        help="KV block size in tokens (default 16; with --engine vllm the release's backend "
+        "default, 256 for DeepSeek-V4)",
     )
 
 
@@ -121,7 +122,7 @@ def memory_kwargs(args) -> dict:
         gpu_memory_utilization=generic_util(args),
         runtime_reserve_bytes=reserve,
         max_num_batched_tokens=args.max_batched_tokens,
-        block_size=args.block_size,
+        block_size=args.block_size or 16,
     )
 
 

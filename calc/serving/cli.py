@@ -181,7 +181,7 @@ def engine_settings(args, spec) -> dict:
     else:
         for flag, val, default in (
             ("--util", args.util, None),
-            ("--block-size", args.block_size, 16),
+            ("--block-size", args.block_size, None),
             ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
             ("--max-num-seqs", args.max_num_seqs, None),
             ("--quantization", args.quantization, None),

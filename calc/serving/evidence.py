@@ -28,15 +28,14 @@ from calc.serving.evidence_vllm import (
     from_logged_blocks,
     given_memory_checks,
     logged_blocks,
+    v4_checks,
 )
 from calc.serving.hardware import load_hardware
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: fixtures are named from it
-NOT_MODELLED = {
-    "not-modelled": "DeepSeek-V4's compressed attention is not in the spec",
-}
+NOT_MODELLED: dict[str, str] = {}  # a category kvcalc has no rule for: its reason
 # the KV cache is checked given the logged memory; the weights (and so the derived memory) not
 WEIGHTS_NOT_MODELLED = {
     "quantized": "the checkpoint's quantization_config (its skip list) is not committed",
@@ -100,6 +99,8 @@ def evaluate(case: dict) -> list[Check]:
         return _report_only(case)
     if case["engine"] == "sglang":
         return sglang_checks(case, spec, _settings(case), _gpu(case) or load_hardware("h100-sxm"))
+    if spec.is_v4:  # its vLLM cache from the logged memory (calc.serving.plan_v4)
+        return v4_checks(case, spec, _gpu(case) or load_hardware("h100-sxm"), _settings(case))
     return _vllm(case, spec)
 
 

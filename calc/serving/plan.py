@@ -26,6 +26,7 @@ from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.indexed import vllm_v32_kv_dtype, vllm_v32_load_bytes
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
+from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
@@ -46,8 +47,8 @@ class EnginePlan(Result):
     kv_cache_dtype: str
     source: str  # "derived", "given" (available_kv_gib) or "calibrated"
     total_memory_bytes: int
-    weights_bytes: int
-    weights_gib: float
+    weights_bytes: int | None  # None: not modelled (DeepSeek-V4, planned from a given memory)
+    weights_gib: float | None
     activation_bytes: int | None
     non_torch_bytes: int | None
     cudagraph_bytes: int | None
@@ -80,11 +81,10 @@ def prepare(
     """Everything a plan needs that no memory figure changes: the resolved config, the KV
     layout, the weights of each pipeline rank."""
     spec, hw = resolve_model(model), resolve_hardware(gpu)
-    if spec.is_v4:  # until the engines' V4 layout is modelled: no plan rather than a wrong one
+    if spec.is_v4:  # engine_plan's own path (plan_v4): its weights are not modelled
         raise ValueError(
-            f"'model' {spec.name!r} is DeepSeek-V4: the engines' compressed-attention KV layout "
-            "and its fp4 expert weights are not modelled in calc.serving; kvcalc kv / attention "
-            "show its cache and FLOPs"
+            f"'model' {spec.name!r} is DeepSeek-V4: its weights per GPU (fp4 experts) are not "
+            "modelled; engine_plan plans its vLLM KV cache from a given available memory"
         )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
@@ -147,7 +147,13 @@ def engine_plan(
     """The start-up report of `engine` (its settings: EngineConfig's fields, or `config`;
     pp_layer_partition: VLLM_PP_LAYER_PARTITION as a tuple). `weight_dtype`: the engine's
     --dtype (bf16 / fp16 / fp32), or kvcalc's whole-model int8 / int4 / fp8 on an unquantized
-    checkpoint; None: a quantized checkpoint's torch_dtype, else bf16."""
+    checkpoint; None: a quantized checkpoint's torch_dtype, else bf16. DeepSeek-V4: vLLM's
+    cache from `available_kv_gib` (calc.serving.plan_v4)."""
+    spec = resolve_model(model)
+    if spec.is_v4:
+        unset = dict(config=config, calibration=calibration, weight_dtype=weight_dtype)
+        hw = resolve_hardware(gpu)
+        return EnginePlan(**v4_engine_plan(spec, hw, engine, available_kv_gib, settings, unset))
     spec, hw, config, lay, weights, kd, wd, total = prepare(
         model,
         gpu,

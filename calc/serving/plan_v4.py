@@ -1,0 +1,115 @@
+"""vLLM's start-up report for DeepSeek-V4, given the available KV-cache memory.
+
+The cache is calc.serving.v4_cache's (vLLM 0.20.0 - 0.23.x: one full-attention group of
+compressed latents and indexer keys, sliding groups of window and compressor-state pages, the
+layer-tuple packing). The weights are not modelled (the checkpoint's fp4 experts and fp32
+hyper-connection tensors: calc.quant refuses its stored bytes), so a plan needs the available
+memory from a log (`available_kv_gib`), and SGLang is refused by name.
+"""
+
+from __future__ import annotations
+
+from calc.serving import figures as f
+from calc.serving.engine import engine_config
+from calc.serving.figures import GIB
+from calc.serving.v4_cache import KERNEL_BLOCK, V4Attention, v4_layout
+from calc.spec import ModelSpec
+
+
+def v4_attention(spec: ModelSpec) -> V4Attention:
+    """The config fields vLLM sizes V4's caches by: per decoder layer its compression (0 for a
+    window-only layer, else compress_rate_csa / compress_rate_hca)."""
+    rate = {
+        "sliding_attention": 0,
+        "compressed_sparse_attention": spec.compress_rate_csa,
+        "heavily_compressed_attention": spec.compress_rate_hca,
+    }
+    return V4Attention(
+        compress_ratios=tuple(rate[t] for t in spec.attention_types),
+        head_dim=spec.head_dim,
+        qk_rope_head_dim=spec.qk_rope_head_dim,
+        index_head_dim=spec.index_head_dim,
+        sliding_window=spec.sliding_window,
+    )
+
+
+def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset: dict) -> dict:
+    """The EnginePlan fields of a DeepSeek-V4 plan (calc.serving.plan.engine_plan's V4 path);
+    `unset`: engine_plan's arguments this path has no use for, refused by name when given."""
+    for name, value in unset.items():
+        if value is not None:
+            raise ValueError(f"'{name}' is not modelled for DeepSeek-V4's plan: got {value!r}")
+    if engine != "vllm":
+        raise ValueError(
+            f"'engine' {engine!r}: DeepSeek-V4's KV cache is modelled for vLLM only "
+            "(calc.serving.v4_cache)"
+        )
+    if given_gib is None:
+        raise ValueError(
+            "'available_kv_gib' must be given for DeepSeek-V4: its weights per GPU (fp4 experts, "
+            "fp32 hyper-connections) are not modelled, so the available memory cannot be derived"
+        )
+    chosen = settings.get("block_size") is None
+    if chosen:  # platforms/interface.py update_block_size_for_backend (0.22.0: 489-500): the
+        # backend's preferred size when --block-size is not given, V4's FlashMLA kernel block
+        settings = {**settings, "block_size": KERNEL_BLOCK}
+    config = engine_config(
+        "vllm",
+        gpu_memory_gib=hw.total_memory_bytes / GIB,
+        gpu_name=hw.name,
+        gpu_vendor=hw.vendor,
+        model_max_len=spec.max_position_embeddings,
+        model_name=spec.name,
+        **settings,
+    )
+    hybrid = not config.disable_hybrid_kv_cache_manager
+    lay = v4_layout(
+        v4_attention(spec),
+        config.version_tuple,
+        config.kv_cache_dtype,  # "auto" is refused there: vLLM asserts an fp8 cache for V4
+        config.block_size,
+        config.pipeline_parallel_size,
+        hybrid=hybrid,
+    )
+    L, mbt = config.max_model_len, config.max_num_batched_tokens
+    a = f.given_bytes(given_gib)
+    n = lay.num_blocks(a)
+    tokens = lay.gpu_kv_cache_tokens(n, L, mbt)
+    conc = lay.max_concurrency(n, L, mbt)
+    refusal = lay.refusal(a, L, mbt)
+    lines = [f"Setting kv cache block size to {KERNEL_BLOCK} for V4_FLASHMLA_SPARSE backend."]
+    lines = lines if chosen else []
+    lines += [
+        f"Available KV cache memory: {a / GIB:.2f} GiB",
+        f"GPU KV cache size: {tokens:,} tokens",
+        f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
+    ]
+    if refusal:
+        lines.append(f"ValueError: {refusal}")
+    return dict(
+        engine="vllm",
+        version=config.version,
+        model=spec.name,
+        gpu=hw.name,
+        tensor_parallel_size=config.tensor_parallel_size,
+        pipeline_parallel_size=config.pipeline_parallel_size,
+        max_model_len=L,
+        max_num_batched_tokens=mbt,
+        kv_cache_dtype="fp8_ds_mla",
+        source="given",
+        total_memory_bytes=hw.total_memory_bytes,
+        weights_bytes=None,
+        weights_gib=None,
+        activation_bytes=None,
+        non_torch_bytes=None,
+        cudagraph_bytes=None,
+        available_kv_cache_bytes=a,
+        available_kv_cache_gib=round(a / GIB, 2),
+        kv_groups=len(lay.groups),
+        page_bytes=lay.block_bytes(),
+        num_gpu_blocks=n,
+        gpu_kv_cache_tokens=tokens,
+        max_concurrency=conc,
+        refusal=refusal,
+        log_lines=lines,
+    )
