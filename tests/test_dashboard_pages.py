@@ -26,6 +26,7 @@ from dashboard_util import (  # noqa: E402
 )
 
 import calc  # noqa: E402
+from calc.serving.engine import DEFAULT_VERSION  # noqa: E402
 from dashboard.plain import unescape  # noqa: E402
 
 # --- app --------------------------------------------------------------------------------------
@@ -383,7 +384,9 @@ def test_capacity_custom_gpu_and_impossible_tp_show_errors_not_tracebacks():
     assert "does not fit" in at.warning[0].value
     # ... while vLLM, with no room for one cache block, refuses to start (the Engine section)
     assert len(at.error) == 1
-    assert unescape(at.error[0].value).startswith("vLLM 0.11.0 refuses to start: No available")
+    assert unescape(at.error[0].value).startswith(
+        f"vLLM {DEFAULT_VERSION['vllm']} refuses to start: No available"
+    )
     # Llama 2 70B has 8 KV heads and 64 query heads: TP=3 cannot split them, so the menu does
     # not offer it; a link asking for it gets tp=1 (3 pipeline stages) and a note saying so
     bad = open_page("capacity", **{**CAPACITY, "gpus": "3", "tp": "3"})

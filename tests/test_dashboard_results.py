@@ -19,6 +19,7 @@ from dashboard_util import (  # noqa: E402
     table,
 )
 
+from calc.serving.engine import DEFAULT_VERSION  # noqa: E402
 from dashboard.plain import unescape  # noqa: E402
 
 VIEWS = ("model", "kv_cache", "attention", "capacity", "compare", "validation")
@@ -78,7 +79,9 @@ def test_latency_is_not_shown_for_a_plan_that_does_not_fit():
     # Llama 2 70B in bf16 (138 GB of weights) on one 80 GB H100
     at = open_page("capacity", model="llama-2-70b", gpu="h100-sxm", gpus="1")
     assert not at.exception  # the one error: vLLM's own refusal, in the Engine section
-    assert [unescape(e.value)[:28] for e in at.error] == ["vLLM 0.11.0 refuses to start"]
+    assert [unescape(e.value)[:28] for e in at.error] == [
+        f"vLLM {DEFAULT_VERSION['vllm']} refuses to start"
+    ]
     labels = [m.label for m in at.metric]
     assert not any(x in " ".join(labels) for x in ("TTFT", "TPOT", "tokens/s"))
     assert any("No latency: the target does not fit" in i.value for i in at.info)
