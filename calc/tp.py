@@ -3,8 +3,8 @@
 The rules are calc.sharding.check_split's (tp divides the query heads, and divides or is a
 multiple of the KV heads; pp = gpus / tp stages of at most one layer each): the split's own, for
 the generic planner and the engines alike (a model the generic planner does not plan is refused
-there, by name, not here). This module only searches them, so the CLI (`kvcalc plan --gpus 3`) and the dashboard's TP menu offer what works
-and say why the rest does not.
+there, by name, not here). This module only searches them, so the CLI (`kvcalc plan --gpus 3`)
+and the dashboard's TP menu offer what works and say why the rest does not.
 
 >>> from calc.presets import load_preset
 >>> valid_tps(load_preset("llama-2-70b"), 8)     # 64 query heads, 8 KV heads
