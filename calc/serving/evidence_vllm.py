@@ -11,11 +11,11 @@ from calc.serving.plan import GIB, engine_plan
 from calc.spec import ModelSpec
 
 
-def given_memory_checks(case: dict, spec: ModelSpec, hw, wd: str, s: dict, cfg, lay) -> list[Check]:
+def given_memory_checks(case: dict, spec: ModelSpec, hw, wd, s: dict, cfg, lay) -> list[Check]:
     """The start-up report given the logged available memory (rounded to 0.01 GiB): blocks,
-    tokens, the one-request refusal's figures, and PP ranks' minimum."""
+    tokens, the one-request refusal's figures, and PP ranks' minimum (`cfg` / `lay` are read
+    only for PP ranks and another rank's token line)."""
     cid, log, x = case["id"], case["logged"], case["logged"].get("available_kv_cache_gib")
-    B, groups = cfg.block_size, len(lay.groups)
     out: list[Check] = []
     if x is not None and x > 0 and "pp_non_kv_total_gib" in log:
         out += _pp_ranks(case, cfg, lay, x)
@@ -27,8 +27,8 @@ def given_memory_checks(case: dict, spec: ModelSpec, hw, wd: str, s: dict, cfg, 
             ("num_gpu_blocks", "GPU blocks"),
         ):
             if key in log and log.get("token_line_other_rank"):
-                one = lay.page_bytes(B) * lay.group_size
-                per_block = block_bytes(lay, B) if groups == 1 else one
+                B, one = cfg.block_size, lay.page_bytes(cfg.block_size) * lay.group_size
+                per_block = block_bytes(lay, B) if len(lay.groups) == 1 else one
                 out.append(_other_rank(cid, label, log[key], lo, hi, x, B, per_block))
             elif key in log:
                 out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
@@ -57,17 +57,11 @@ def v4_checks(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
     """DeepSeek-V4 (calc.serving.plan_v4): the report given the logged memory; its weights,
     and so the memory from first principles, are not modelled."""
     cid, log = case["id"], case["logged"]
-    x = log["available_kv_cache_gib"]
-    lo = engine_plan(spec, hw, available_kv_gib=x - HALF, **s)
-    hi = engine_plan(spec, hw, available_kv_gib=x + HALF - 1e-9, **s)
-    out = []
-    for key, label in (("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
-                       ("num_gpu_blocks", "GPU blocks")):  # fmt: skip
-        if key in log:
-            out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
-    out += _refusal_figures(cid, log, lo, hi, x)
+    out = given_memory_checks(case, spec, hw, None, s, None, None)
     if log.get("refused"):
-        out.append(_eq(cid, "refused at start-up", True, not lo.fits, f"given {x} GiB"))
+        x = log["available_kv_cache_gib"]
+        p = engine_plan(spec, hw, available_kv_gib=x, **s)
+        out.append(_eq(cid, "refused at start-up", True, not p.fits, f"given {x} GiB"))
     why = "DeepSeek-V4's weights per GPU (fp4 experts, fp32 hyper-connections)"
     out.append(Check(cid, "weights, available memory", "-", "-", "not modelled", why))
     return out
