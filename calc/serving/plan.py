@@ -153,7 +153,9 @@ def engine_plan(
     if spec.is_v4:
         unset = dict(config=config, calibration=calibration, weight_dtype=weight_dtype)
         hw = resolve_hardware(gpu)
-        return EnginePlan(**v4_engine_plan(spec, hw, engine, available_kv_gib, settings, unset))
+        config, fields = v4_engine_plan(spec, hw, engine, available_kv_gib, settings, unset)
+        ids = _identity(spec, hw, config, "fp8_ds_mla", "given", hw.total_memory_bytes)
+        return EnginePlan(**ids, **fields)
     spec, hw, config, lay, weights, kd, wd, total = prepare(
         model,
         gpu,

@@ -33,8 +33,9 @@ def v4_attention(spec: ModelSpec) -> V4Attention:
     )
 
 
-def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset: dict) -> dict:
-    """The EnginePlan fields of a DeepSeek-V4 plan (calc.serving.plan.engine_plan's V4 path);
+def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset: dict):
+    """The config and the memory figures of a DeepSeek-V4 plan (calc.serving.plan.engine_plan's
+    V4 path adds what was planned);
     `unset`: engine_plan's arguments this path has no use for, refused by name when given."""
     for name, value in unset.items():
         if value is not None:
@@ -86,18 +87,8 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
     ]
     if refusal:
         lines.append(f"ValueError: {refusal}")
-    return dict(
-        engine="vllm",
-        version=config.version,
-        model=spec.name,
-        gpu=hw.name,
-        tensor_parallel_size=config.tensor_parallel_size,
-        pipeline_parallel_size=config.pipeline_parallel_size,
-        max_model_len=L,
+    fields = dict(
         max_num_batched_tokens=mbt,
-        kv_cache_dtype="fp8_ds_mla",
-        source="given",
-        total_memory_bytes=hw.total_memory_bytes,
         weights_bytes=None,
         weights_gib=None,
         activation_bytes=None,
@@ -113,3 +104,4 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         refusal=refusal,
         log_lines=lines,
     )
+    return config, fields
