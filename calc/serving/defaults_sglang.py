@@ -194,12 +194,10 @@ def _sglang_chunk(gpu_memory_gib: float) -> int:
     return 2048 if gpu_memory_gib < 25 else 8192
 
 
-def sglang_model_checks(version, given: float | None, *, multimodal: str | None, nsa: bool):
-    """mem_fraction_static as the release sets it for this model: 0.8 for DeepSeek NSA in
-    [SGLANG_NSA_08); a refusal where SGLang scales its default for a multimodal model (from
-    v0.4.9; `multimodal`: the vision encoder's kind); None: no model-specific rule (the caller
-    takes `given` or the default; a multimodal model before v0.4.9 then has it scaled by
-    sglang_vlm_runner_scale)."""
+def sglang_model_checks(version, given: float | None, *, nsa: bool):
+    """mem_fraction_static as the release forces it for this model, whatever was given: 0.8 for
+    DeepSeek NSA in [SGLANG_NSA_08); None: no forced value (the caller takes `given` or the
+    default, a multimodal model's scaled by sglang_vlm_default_scale / sglang_vlm_runner_scale)."""
     v = release_name(version)
     if nsa and SGLANG_NSA_08[0] <= version < SGLANG_NSA_08[1]:
         if given is not None and given != 0.8:

@@ -251,7 +251,7 @@ def engine_config(
         sv = sglang_version(version)
         sg26.check_piecewise_setting(sv, kw.get("disable_piecewise_cuda_graph"))
         given = kw.get("mem_fraction_static")
-        forced = sglang_model_checks(sv, given, multimodal=multimodal, nsa=nsa)
+        forced = sglang_model_checks(sv, given, nsa=nsa)
         if forced is not None:
             kw["mem_fraction_static"] = forced
         if "mem_fraction_static" not in kw:
