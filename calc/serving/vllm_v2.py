@@ -38,8 +38,7 @@ V2_EVERY_MODEL_FROM = (0, 29, 0)
 # Mistral3ForConditionalGeneration). The DeepSeek presets are V3 / R1 / Kimi
 # (DeepseekV3ForCausalLM), not V2, so none is listed; a spec of another family runs V1 there.
 V2_ARCH_FAMILIES_022 = ("qwen3",)
-V2_ARCH_FAMILIES_023 = (
-    "qwen3",
+V2_ARCH_FAMILIES_023 = V2_ARCH_FAMILIES_022 + (
     "llama-1",
     "llama-2",
     "llama-3",
