@@ -194,3 +194,23 @@ def test_refusals():
     # 0.5.13 on: no state fits -> SGLang's RuntimeError
     p = sg(SMALL, "0.5.23", 0.0001)
     assert p.refusal.startswith("Not enough GPU memory for hybrid")
+
+
+def test_cli_prints_the_mamba_pool_line(capsys):
+    from calc.cli import main
+
+    argv = ["plan", "qwen3-next-80b-a3b", "--gpu", "h100-sxm", "--gpus", "4", "--engine"]
+    rc = main([*argv, "sglang", "--available-kv-gib", "20", "--max-mamba-cache-size", "256"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    # a given size: (256 + 1) x per_req leaves the 20 GiB (0.5.23), the rest // the cell
+    per_req, cell = 19316736, 1 * 256 * 12 * 2 * 2
+    tokens = (20 * GIB - 257 * per_req) // cell
+    ssm = 257 * 36 * 8 * 128 * 128 * 4 / GIB
+    assert (
+        f"Mamba Cache is allocated. max_mamba_cache_size: 256, conv_state size: 0.11GB, ssm_state size: {ssm:.2f}GB"
+        in out
+    )
+    assert f"KV Cache is allocated. #tokens: {tokens}," in out
+    rc = main([*argv, "vllm", "--disable-radix-cache"])
+    assert rc == 2 and "'--disable-radix-cache' is an SGLang setting" in capsys.readouterr().err
