@@ -173,6 +173,18 @@ def test_llama4_scout_chunked_layers():
         "Use Sliding window memory pool. full_layer_tokens=1028015, swa_layer_tokens=822412"
     )
     assert new.gpu_kv_cache_tokens == full
+    # 0.5.22 on, radix cache off with max_running_requests: a request-capped sliding pool
+    with pytest.raises(ValueError, match="'disable_radix_cache' with max_running_requests"):
+        sg(
+            "llama-4-scout",
+            "0.5.22",
+            20.0,
+            tensor_parallel_size=8,
+            disable_radix_cache=True,
+            max_running_requests=64,
+        )
+    p = sg("llama-4-scout", "0.5.21", 20.0, tensor_parallel_size=8, disable_radix_cache=True)
+    assert p.gpu_kv_cache_tokens == int(T * 48 / (0.8 * 36 + 12))
 
 
 def test_refusals():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from calc.plan_core import minimum
 from calc.serving import memory as m
-from calc.serving.sglang_hybrid import sglang_mamba_pool
+from calc.serving.sglang_hybrid import check_swa_args, sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 
 GIB = 2**30
@@ -134,6 +134,7 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
         k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
     elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
+        check_swa_args(config)
         tokens, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
     else:
         layers = max(lay.rank_layers)

@@ -63,6 +63,7 @@ RADIX_OFF_NEEDS_MRR_FROM = (0, 5, 9, 0)
 PADDING_SLOT_FROM = (0, 5, 17, 0)
 SIZE_CHECK_FROM = (0, 5, 13, 0)
 LLAMA4_SWA_FROM = (0, 5, 8, 0)
+SWA_REQUEST_CAP_FROM = (0, 5, 22, 0)  # SWARequestCapPoolConfigurator (pool_configurator.py)
 DEFAULT_SLOTS = 512  # no --max-running-requests with the radix cache off
 CONV_BYTES = 2  # CONV_DTYPE = torch.bfloat16
 SSM_BYTES = {"float32": 4, "bfloat16": 2}
@@ -168,6 +169,17 @@ def _refusal(v, slots):
     if v >= SIZE_CHECK_FROM and np.any(np.asarray(slots) <= 0):
         return "Not enough GPU memory for hybrid (mamba/linear-attention) state cache."
     return None
+
+
+def check_swa_args(config) -> None:
+    """From 0.5.22 the radix cache off with --max-running-requests sizes the sliding-window pool
+    from the requests (SWARequestCapPoolConfigurator.is_applicable), which kvcalc does not model."""
+    v = sglang_version(config.version)
+    if config.disable_radix_cache and config.max_running_requests and v >= SWA_REQUEST_CAP_FROM:
+        raise ValueError(
+            f"'disable_radix_cache' with max_running_requests: SGLang {release_name(v)} sizes the "
+            "sliding-window pool from the requests, which kvcalc does not model yet: got True"
+        )
 
 
 def mamba_log_line(version: str, pool: dict) -> str:
