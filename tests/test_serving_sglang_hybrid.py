@@ -63,7 +63,7 @@ def test_small_model_ratio_split_with_padding_slot():
     tokens = (rest - (slots + 1) * SMALL_PER_REQ) // SMALL_CELL
     assert tokens == 1103765
     p = sg(SMALL, "0.5.23", 1.0, max_model_len=4096)
-    assert p.gpu_kv_cache_tokens == tokens
+    assert (p.gpu_kv_cache_tokens, p.max_mamba_cache_size) == (tokens, 2416)
     conv, ssm = (slots + 1) * 3 * SMALL_CONV / GIB, (slots + 1) * 3 * SMALL_SSM / GIB
     assert p.log_lines[1] == (
         f"Mamba Cache is allocated. max_mamba_cache_size: 2416, conv_state size: {conv:.2f}GB, "

@@ -62,6 +62,7 @@ class EnginePlan(Result):
     max_concurrency: float
     refusal: str | None
     k_size_gib: float | None = None  # SGLang
+    max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     log_lines: list[str]
 
     @property
@@ -285,5 +286,6 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         max_concurrency=conc,
         refusal=refusal,
         k_size_gib=None if k_size is None else round(k_size / GIB, 2),
+        max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
         log_lines=lines,
     )
