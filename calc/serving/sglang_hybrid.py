@@ -20,7 +20,7 @@ the budget (handle_max_mamba_cache; from 0.5.16 KVCacheConfigurator._handle_max_
     wheel): a given size is kept with the radix cache on too;
   D 0.5.9 - 0.5.16 (mixin in the 0.5.9 wheel; kv_cache_configurator.py:1703-1813 in 0.5.16):
     given size; else max_running_requests with --disable-radix-cache; else the ratio;
-  E 0.5.17 on (kv_cache_configurator.py in the 0.5.17 wheel, the same in 0.5.23 :3229-3385):
+  E 0.5.17 on (kv_cache_configurator.py in the 0.5.17 wheel, the same in 0.5.23 :3229-3409):
     the pool's padding slot is charged: ratio int((budget - per_req) // per_req), and
     (size + 1) x per_req leaves the budget.
   From 0.5.13 a size <= 0 raises "Not enough GPU memory for hybrid (mamba/linear-attention)
