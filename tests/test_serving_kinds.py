@@ -130,8 +130,11 @@ def test_qwen3_next_refusals():
     odd = load_preset("qwen3-next-80b-a3b").replace(linear_num_key_heads=2)
     with pytest.raises(ValueError, match="'tp' must divide linear_num_key_heads=2"):
         plan(odd, tensor_parallel_size=4)
-    with pytest.raises(ValueError, match="SGLang's pools for linear"):
-        plan("qwen3-next-80b-a3b", engine="sglang", tensor_parallel_size=4)
+    # SGLang's pools for them: tests/test_serving_sglang_hybrid.py
+    with pytest.raises(ValueError, match="SGLang's mamba pool"):
+        plan(
+            "qwen3-next-80b-a3b", engine="sglang", tensor_parallel_size=2, pipeline_parallel_size=2
+        )
 
 
 def test_llama4_scout_chunked_layers():

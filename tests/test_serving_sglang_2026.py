@@ -101,7 +101,7 @@ def test_the_plan_passes_mla_and_the_name():
     cfg = prepare("llama-2-7b", "h100-sxm", "sglang", version="0.5.10")[2]
     assert cfg.mem_fraction_static == f(H100, 512 + 8192 * 1.5 + 512 + 128 + TOKENS_TO_4096 * 8)
     # Qwen3NextForCausalLM: on the disabled list (0.5.10 - 0.5.14), not a breakable rule (the
-    # plan refuses SGLang's linear-attention pools: engine_config alone)
+    # plan's pools for it: tests/test_serving_sglang_hybrid.py; here engine_config alone)
     no_graph = 512 + 8192 * 1.5 + 512 + 128
     q3n = dict(linear_attention=True, model_name="Qwen/Qwen3-Next-80B-A3B-Instruct")
     assert frac(H100, "0.5.12", **q3n) == f(H100, no_graph)

@@ -101,6 +101,9 @@ def add_engine_args(p) -> None:
         default=None,
         help="SGLang (default: the release's: on from 0.5.10 where its rules allow)",
     )
+    g.add_argument("--max-mamba-cache-size", type=int_at_least(1), default=None, metavar="N")
+    g.add_argument("--mamba-full-memory-ratio", type=float, default=None, metavar="R")
+    g.add_argument("--disable-radix-cache", action="store_true", default=None)
     g.add_argument(
         "--target-concurrency",
         type=_frac,
@@ -166,6 +169,9 @@ def engine_settings(args, spec) -> dict:
             ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
             ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
             ("--disable-piecewise-cuda-graph", args.disable_piecewise_cuda_graph, None),
+            ("--max-mamba-cache-size", args.max_mamba_cache_size, None),
+            ("--mamba-full-memory-ratio", args.mamba_full_memory_ratio, None),
+            ("--disable-radix-cache", args.disable_radix_cache, None),
         ):
             if val != default:
                 tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
@@ -197,6 +203,9 @@ def engine_settings(args, spec) -> dict:
             enable_dp_lm_head=args.enable_dp_lm_head or None,
             moe_dense_tp_size=args.moe_dense_tp_size,
             disable_piecewise_cuda_graph=args.disable_piecewise_cuda_graph,
+            max_mamba_cache_size=args.max_mamba_cache_size,
+            mamba_full_memory_ratio=args.mamba_full_memory_ratio,
+            disable_radix_cache=args.disable_radix_cache,
         )
     return s
 

@@ -49,6 +49,7 @@ from calc.serving.defaults_sglang import (
     sglang_vlm_default_scale,
     sglang_vlm_runner_scale,
 )
+from calc.serving.sglang_hybrid import SglangMambaArgs
 
 GIB = 2**30
 Engine = Literal["vllm", "sglang"]
@@ -154,7 +155,7 @@ class VllmConfig(EngineConfig):
         return self.version_tuple >= V1_DEFAULT_FROM
 
 
-class SglangConfig(EngineConfig):
+class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang_hybrid)
     """SGLang's server arguments (`python -m sglang.launch_server --help` names)."""
 
     engine: Literal["sglang"] = "sglang"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from calc.plan_core import minimum
 from calc.serving import memory as m
+from calc.serving.sglang_hybrid import check_swa_args, sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 
 GIB = 2**30
@@ -120,14 +121,20 @@ def sglang_rest(weights, total, init_used, mem_fraction_static):
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:
     """SGLang's figures from the KV budget: max_total_num_tokens (the full layers' pool with
-    sliding-window pools), the K buffer size, pages and concurrency."""
+    sliding-window pools; after the mamba state pool for linear layers), the K buffer size,
+    pages and concurrency."""
     cell, P = lay.cell_bytes(), config.page_size
     lay.check_page(P)
+    mamba = None
+    if lay.sglang_mamba:  # the mamba state pool leaves the budget first (sglang_hybrid)
+        mamba = sglang_mamba_pool(lay.sglang_mamba, config, rest)
+        rest = mamba["rest"]
     tokens = m.sglang_max_total_tokens(rest, cell, P)
     k_size = swa = None
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
         k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
     elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
+        check_swa_args(config)
         tokens, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
     else:
         layers = max(lay.rank_layers)
@@ -135,7 +142,10 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     conc = tokens / max_model_len
     if config.max_running_requests:
         conc = minimum(conc, config.max_running_requests)
+    if mamba is not None:  # a running request holds one mamba state
+        conc = minimum(conc, mamba["slots"])
     return {
+        "mamba": mamba,
         "cell_bytes": cell,
         "tokens": tokens,
         "swa_tokens": swa,

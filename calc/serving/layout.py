@@ -33,6 +33,8 @@ size 64 (calc.serving.indexed).
 SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only; DeepSeek-V3.2's
 indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss
 (GptOssForCausalLM, model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
+Qwen3-Next's linear layers (a mamba state pool beside the full layers' token pool) and Llama 4's
+chunked layers (full attention, or the sliding-window pool from 0.5.8): calc.serving.sglang_hybrid.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from calc.serving.indexed import (
     vllm_sparse_token_bytes,
 )
 from calc.serving.memory import cdiv
+from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
 from calc.sharding import kv_heads_per_gpu
@@ -96,6 +99,7 @@ class KVLayout:
     index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
+    sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
@@ -220,8 +224,8 @@ def kv_layout(
     if "indexed_attention" in counts:
         return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common)
     if engine == "sglang":
-        if linear or "chunked_attention" in counts:
-            _refuse(spec, "SGLang's pools for linear (Mamba) or chunked (Llama 4) layers")
+        extra, split = sglang_hybrid_fields(spec, tp, pp, version, split)
+        common.update(extra)
         if spec.family == "gpt-oss" and spec.n_sliding_layers and spec.n_full_layers:
             if pp > 1:
                 _refuse(spec, "SGLang's sliding-window pool with pipeline parallelism")

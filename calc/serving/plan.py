@@ -28,6 +28,7 @@ from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
 from calc.spec import ModelSpec
@@ -61,6 +62,7 @@ class EnginePlan(Result):
     max_concurrency: float
     refusal: str | None
     k_size_gib: float | None = None  # SGLang
+    max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     log_lines: list[str]
 
     @property
@@ -259,20 +261,8 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         r["cell_bytes"],
         r["max_concurrency"],
     )
-    lines = [f"Load weight end. mem usage={w / GIB:.2f} GB"]
-    if lay.mla:
-        lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
-    elif lay.sglang_swa:
-        lines.append(
-            f"Use Sliding window memory pool. full_layer_tokens={tokens}, "
-            f"swa_layer_tokens={r['swa_tokens']}"
-        )
-    else:
-        lines.append(
-            f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
-            f"V size: {k_size / GIB:.2f} GB"
-        )
-    refusal = m.sglang_refusal(tokens)
+    lines = [f"Load weight end. mem usage={w / GIB:.2f} GB", *sglang_pool_lines(lay, config, r)]
+    refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
     lines.append(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
         f"context_len={L}"
@@ -296,5 +286,6 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         max_concurrency=conc,
         refusal=refusal,
         k_size_gib=None if k_size is None else round(k_size / GIB, 2),
+        max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
         log_lines=lines,
     )

@@ -1,0 +1,250 @@
+"""SGLang's pools for hybrid models: linear-attention (Gated DeltaNet, Qwen3-Next) state and
+Llama 4's chunked layers, per release where the rule changed.
+
+Linear layers (Qwen3NextForCausalLM, sglang #10233, first in v0.5.2 b0d25e72c; read in the
+kvcache-ai/sglang_awq fork's history to v0.5.6.post2 5c8bd8b51 and in the PyPI wheels 0.5.7 -
+0.5.23). ModelRunner.profile_max_num_token counts only the full-attention layers in the token
+pool's cell (mambaish_config.full_attention_layer_ids) and first takes the mamba state pool out of
+the budget (handle_max_mamba_cache; from 0.5.16 KVCacheConfigurator._handle_max_mamba_cache):
+- one request's state, mamba_cache_per_req (configs/mamba_utils.py Mamba2CacheParams): per
+  linear layer a conv state of conv_dim / attn_tp x (kernel - 1) in bf16 (CONV_DTYPE) and a
+  temporal state of value heads / attn_tp x dk x dv in --mamba-ssm-dtype (float32 by default);
+- the number of states (max_mamba_cache_size), rules by release:
+  A 0.5.2 - 0.5.3.post1: radix cache forced off for GDN models (model_runner.py @ b0d25e72c
+    :308-324); --max-mamba-cache-size, else --max-running-requests, else 512;
+  B 0.5.3.post2 - 0.5.6.post2 (#11214 a55cf5304, model_runner.py @ baf277a9b
+    handle_max_mamba_cache): with --disable-radix-cache as A; else
+    int(rest x r / (1 + r) // per_req), r = --mamba-full-memory-ratio (0.9): a given
+    --max-mamba-cache-size is overwritten, so kvcalc refuses it there;
+  C 0.5.7 - 0.5.8 (#14792 e61dabf5e; model_runner_kv_cache_mixin.py:145-199 in the 0.5.7
+    wheel): a given size is kept with the radix cache on too;
+  D 0.5.9 - 0.5.16 (mixin in the 0.5.9 wheel; kv_cache_configurator.py:1703-1813 in 0.5.16):
+    given size; else max_running_requests with --disable-radix-cache; else the ratio;
+  E 0.5.17 on (kv_cache_configurator.py in the 0.5.17 wheel, the same in 0.5.23 :3229-3409):
+    the pool's padding slot is charged: ratio int((budget - per_req) // per_req), and
+    (size + 1) x per_req leaves the budget.
+  From 0.5.13 a size <= 0 raises "Not enough GPU memory for hybrid (mamba/linear-attention)
+  state cache" (kv_cache_mixin in the 0.5.13 wheel).
+- MambaPool allocates size + 1 slots a layer (mem_cache/memory_pool.py @ b0d25e72c :118-123,
+  0.5.7 :186-196) and logs "Mamba Cache is allocated. [max_mamba_cache_size: N, (from
+  0.5.3.post2)] conv_state size: X GB, ssm_state size: Y GB " (GiB, two decimals);
+  HybridLinearKVPool's full-attention MHATokenToKVPool then logs "KV Cache is allocated" over
+  the full layers only.
+Not modelled, refused: pipeline parallelism, DP attention, speculative decoding, a TP size that
+does not divide the key heads (SGLang widens the shards), the request cap the mamba pool puts on
+max_running_requests (its ratio changed with the mamba scheduler strategies; only the hard bound,
+one state per running request, is applied to the concurrency).
+
+Chunked layers (Llama4ForConditionalGeneration): up to 0.5.7 model_config.is_hybrid_model gives
+a hybrid pool only with --hybrid-kvcache-ratio (default None) and ModelRunner skips Llama 4 in
+the sliding-window check (model_runner.py @ 5c8bd8b51 :455-462), so every layer sits in the one
+token pool as full attention; from 0.5.8 is_hybrid_swa_model lists Llama4ForConditionalGeneration
+(configs/model_config.py in the 0.5.8 wheel, still in 0.5.23) and the chunked layers get the
+sliding-window pool, shared out by --swa-full-tokens-ratio as for gpt-oss
+(memory.sglang_swa_tokens; full layers every fourth, get_hybrid_layer_ids).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from calc.layers import KINDS
+from calc.serving.defaults_sglang import release_name, sglang_version
+
+GIB = 2**30
+GDN_FROM = (0, 5, 2, 0)  # Qwen3-Next (#10233)
+RATIO_FROM = (0, 5, 3, 2)  # mamba_full_memory_ratio, radix cache on (#11214)
+GIVEN_KEPT_FROM = (0, 5, 7, 0)  # a given --max-mamba-cache-size kept with the radix cache (#14792)
+RADIX_OFF_NEEDS_MRR_FROM = (0, 5, 9, 0)
+PADDING_SLOT_FROM = (0, 5, 17, 0)
+SIZE_CHECK_FROM = (0, 5, 13, 0)
+LLAMA4_SWA_FROM = (0, 5, 8, 0)
+SWA_REQUEST_CAP_FROM = (0, 5, 22, 0)  # SWARequestCapPoolConfigurator (pool_configurator.py)
+DEFAULT_SLOTS = 512  # no --max-running-requests with the radix cache off
+CONV_BYTES = 2  # CONV_DTYPE = torch.bfloat16
+SSM_BYTES = {"float32": 4, "bfloat16": 2}
+
+
+class SglangMambaArgs(BaseModel):
+    """SGLang's server arguments for the mamba state pool (`--help` names)."""
+
+    max_mamba_cache_size: int | None = Field(default=None, gt=0)
+    mamba_full_memory_ratio: float = Field(default=0.9, gt=0)
+    mamba_ssm_dtype: Literal["float32", "bfloat16"] = "float32"
+    disable_radix_cache: bool = False
+
+
+@dataclass(frozen=True)
+class MambaState:
+    """One request's linear-attention state on one rank, over all its linear layers."""
+
+    layers: int
+    conv_bytes: int  # a layer's conv state (bf16)
+    ssm_elems: int  # a layer's temporal state, in elements (its dtype is a server argument)
+
+    def per_req(self, ssm_dtype: str) -> int:
+        return (self.conv_bytes + self.ssm_elems * SSM_BYTES[ssm_dtype]) * self.layers
+
+
+def mamba_state(spec, attn_tp: int) -> MambaState:
+    """Mamba2StateShape.create for Qwen3-Next: conv (conv_dim / tp, kernel - 1), temporal (value
+    heads / tp, dv, dk)."""
+    if spec.linear_num_key_heads % attn_tp or spec.linear_num_value_heads % attn_tp:
+        raise ValueError(
+            f"'tensor_parallel_size' must divide linear_num_key_heads="
+            f"{spec.linear_num_key_heads} and linear_num_value_heads="
+            f"{spec.linear_num_value_heads} for SGLang's mamba pool (kvcalc does not model its "
+            f"widened shards): got {attn_tp}"
+        )
+    conv = KINDS["linear_attention"].conv_dim(spec) // attn_tp * (spec.linear_conv_kernel_dim - 1)
+    ssm = spec.linear_num_value_heads // attn_tp * spec.linear_key_head_dim
+    ssm *= spec.linear_value_head_dim
+    layers = spec.attention_counts["linear_attention"]
+    return MambaState(layers, conv * CONV_BYTES, ssm)
+
+
+def check_mamba_args(version: str, config) -> tuple[int, ...]:
+    """The release as a tuple; refuses what the release does not do or kvcalc does not model."""
+    v = sglang_version(version)
+    if v < GDN_FROM:
+        raise ValueError(
+            f"'version' {version}: SGLang serves Qwen3-Next's linear layers from 0.5.2 (#10233)"
+        )
+    given = config.max_mamba_cache_size
+    if given is not None and RATIO_FROM <= v < GIVEN_KEPT_FROM and not config.disable_radix_cache:
+        raise ValueError(
+            f"'max_mamba_cache_size' is overwritten by the mamba_full_memory_ratio split in "
+            f"SGLang {release_name(v)} unless 'disable_radix_cache' is set: got {given}"
+        )
+    if config.enable_dp_attention:
+        raise ValueError("'enable_dp_attention' with linear-attention layers is not modelled yet")
+    return v
+
+
+def _floor(x):
+    if isinstance(x, np.ndarray):
+        return np.floor(x).astype(np.int64)
+    return int(x)
+
+
+def mamba_slots(v: tuple[int, ...], config, rest, per_req: int):
+    """max_mamba_cache_size for `rest` bytes (profile_max_num_token's budget, int or array)."""
+    given, mrr = config.max_mamba_cache_size, config.max_running_requests
+    radix_off = config.disable_radix_cache or v < RATIO_FROM
+    if v >= RADIX_OFF_NEEDS_MRR_FROM:
+        if given is not None:
+            return given
+        if radix_off and mrr is not None:
+            return mrr
+    elif radix_off or (given is not None and v >= GIVEN_KEPT_FROM):
+        return given or mrr or DEFAULT_SLOTS
+    r = config.mamba_full_memory_ratio
+    budget = rest * r / (1 + r)
+    if v >= PADDING_SLOT_FROM:
+        budget = budget - per_req
+    return _floor(budget // per_req)
+
+
+def sglang_mamba_pool(state: MambaState, config, rest) -> dict:
+    """The mamba pool and what it leaves of `rest` for the full layers' token pool."""
+    v = check_mamba_args(config.version, config)
+    per_req = state.per_req(config.mamba_ssm_dtype)
+    slots = mamba_slots(v, config, rest, per_req)
+    charged = slots + 1 if v >= PADDING_SLOT_FROM else slots
+    rows = (slots + 1) * state.layers  # MambaPool: size + 1 slots a layer
+    return {
+        "slots": slots,
+        "rest": rest - charged * per_req,
+        "conv_bytes": rows * state.conv_bytes,
+        "ssm_bytes": rows * state.ssm_elems * SSM_BYTES[config.mamba_ssm_dtype],
+        "refusal": _refusal(v, slots),
+    }
+
+
+def _refusal(v, slots):
+    if v >= SIZE_CHECK_FROM and np.any(np.asarray(slots) <= 0):
+        return "Not enough GPU memory for hybrid (mamba/linear-attention) state cache."
+    return None
+
+
+def check_swa_args(config) -> None:
+    """From 0.5.22 the radix cache off with --max-running-requests sizes the sliding-window pool
+    from the requests (SWARequestCapPoolConfigurator.is_applicable), which kvcalc does not model."""
+    v = sglang_version(config.version)
+    if config.disable_radix_cache and config.max_running_requests and v >= SWA_REQUEST_CAP_FROM:
+        raise ValueError(
+            f"'disable_radix_cache' with max_running_requests: SGLang {release_name(v)} sizes the "
+            "sliding-window pool from the requests, which kvcalc does not model yet: got True"
+        )
+
+
+def mamba_log_line(version: str, pool: dict) -> str:
+    """MambaPool's start-up line (a trailing space, as SGLang prints it)."""
+    sizes = (
+        f"conv_state size: {pool['conv_bytes'] / GIB:.2f}GB, "
+        f"ssm_state size: {pool['ssm_bytes'] / GIB:.2f}GB "
+    )
+    if sglang_version(version) < RATIO_FROM:
+        return "Mamba Cache is allocated. " + sizes
+    return f"Mamba Cache is allocated. max_mamba_cache_size: {pool['slots']}, " + sizes
+
+
+def llama4_swa(spec, version: tuple[int, ...]) -> tuple[int, int] | None:
+    """(full, chunked) layers for SGLang's sliding-window pool from 0.5.8, else None (every
+    layer full attention in the one token pool)."""
+    if version < LLAMA4_SWA_FROM:
+        return None
+    kinds = [k for k, _ in spec.layer_kinds]
+    full = [i for i, k in enumerate(kinds) if k == "full_attention"]
+    if full != [i for i in range(len(kinds)) if (i + 1) % 4 == 0]:
+        raise ValueError(
+            f"'model' {spec.name!r}: SGLang puts Llama 4's full-attention layers at every fourth "
+            "layer (get_hybrid_layer_ids); this model's chunked layers sit elsewhere"
+        )
+    return len(full), len(kinds) - len(full)
+
+
+def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]):
+    """(KVLayout fields, layers each rank's token pool holds) for SGLang's hybrid pools."""
+    counts = spec.attention_counts
+    if "linear_attention" in counts:
+        if set(counts) - {"linear_attention", "full_attention"}:
+            raise ValueError(f"'model' {spec.name!r}: linear layers with {sorted(counts)}")
+        if pp > 1:
+            raise ValueError(
+                "'pipeline_parallel_size' > 1 with SGLang's mamba pool is not modelled yet"
+            )
+        return {"sglang_mamba": mamba_state(spec, tp)}, (counts.get("full_attention", 0),)
+    if "chunked_attention" in counts:
+        swa = llama4_swa(spec, version)
+        if swa and pp > 1:
+            raise ValueError(
+                "'pipeline_parallel_size' > 1 with SGLang's sliding-window pool is not modelled"
+            )
+        return ({"sglang_swa": swa} if swa else {}), split
+    return {}, split
+
+
+def sglang_pool_lines(lay, config, r: dict) -> list[str]:
+    """The pool lines SGLang prints after the weights (figures.sglang_figures' `r`): MambaPool's
+    (HybridReqToTokenPool is built first), then the token pool's."""
+    tokens, k_size = r["tokens"], r["k_size_bytes"]
+    pool = r.get("mamba")
+    lines = [mamba_log_line(config.version, pool)] if pool and pool["slots"] > 0 else []
+    if lay.mla:
+        lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
+    elif lay.sglang_swa:
+        lines.append(
+            f"Use Sliding window memory pool. full_layer_tokens={tokens}, "
+            f"swa_layer_tokens={r['swa_tokens']}"
+        )
+    else:
+        lines.append(
+            f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
+            f"V size: {k_size / GIB:.2f} GB"
+        )
+    return lines
