@@ -16,6 +16,8 @@ from calc.spec import ModelSpec
 def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     cid, log = case["id"], case["logged"]
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
+    if "max_total_num_tokens" not in log:  # a server_args line only: the default fraction
+        return _sglang_default_fraction(case, s, cfg)
     t = log["max_total_num_tokens"]
     out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
@@ -111,11 +113,19 @@ def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> l
         t = log["max_total_num_tokens"]
         note = f"{c.note}; #tokens {p.gpu_kv_cache_tokens:,} for {t:,} ({_pct_of(p.gpu_kv_cache_tokens, t)})"
         out.append(Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, note))
-    if "mem_fraction_static_printed" in log and "mem_fraction_static" not in s:
-        printed = log["mem_fraction_static_printed"]
-        mine = round(cfg.mem_fraction_static, 3)
-        out.append(_eq(cid, "default mem_fraction_static", printed, mine))
-    return out
+    return out + _sglang_default_fraction(case, s, cfg)
+
+
+def _sglang_default_fraction(case: dict, s: dict, cfg) -> list[Check]:
+    """server_args' mem_fraction_static when the run gave none: SGLang rounds its default to 3
+    decimals (round((gpu_mem - reserved) / gpu_mem, 3)) and prints that float's repr, so the
+    check is exact to the printed digits (0.83 is 0.830)."""
+    log = case["logged"]
+    if "mem_fraction_static_printed" not in log or "mem_fraction_static" in s:
+        return []
+    printed = log["mem_fraction_static_printed"]
+    mine = round(cfg.mem_fraction_static, 3)
+    return [_eq(case["id"], "default mem_fraction_static", printed, mine)]
 
 
 def _pct_of(mine, logged) -> str:

@@ -1,0 +1,89 @@
+"""SGLang's default mem_fraction_static (calc/serving/defaults_sglang*.py, through the plan)
+against the value server_args printed in SGLang's own docs CI runs (benchmarks/engine_logs/
+sglang-docs-05*.toml: docs.sglang.ai pages executed on 2026-02-21 .. 2026-03-21, each citing its
+page, date and the server_args.py line numbers that place it between the v0.5.9 and v0.5.10
+wheels).
+
+The expected values are the printed ones; beside each, SGLang's rule written out from
+ServerArgs._handle_gpu_memory_settings (pypi sglang 0.5.9 / 0.5.10 wheels):
+  reserved = 512 + max(chunked_prefill_size, 2048) * 1.5 + cuda_graph_max_bs * 2
+             + tp_size * pp_size / 8 * 1024 [+ len(piecewise_cuda_graph_tokens) * 8, 0.5.10]
+  reserved = max(reserved, 10 * 1024) on GPUs over 60 GiB
+  mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3), gpu_mem nvidia-smi MiB.
+"""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from calc.serving.evidence import evaluate
+from calc.serving.hardware import load_hardware
+
+LOGS = Path(__file__).resolve().parents[1] / "benchmarks" / "engine_logs"
+H100, H200 = 81559, 143771  # nvidia-smi MiB (h100-sxm preset; sglang#3196's nvidia-smi table)
+PCG_TOKENS = 58  # the printed piecewise_cuda_graph_tokens list, 4 .. 8192
+
+
+def _case(name: str) -> dict:
+    return tomllib.loads((LOGS / f"{name}.toml").read_text())
+
+
+def _rule(gpu_mib: int, piecewise: bool) -> float:
+    # chunked_prefill_size 8192 (printed); cuda_graph_max_bs 256 when the rule ran (the printed
+    # cuda_graph_bs list ends at 256; sglang.test.doc_patch sets 4 afterwards); tp 1, pp 1
+    reserved = 512 + max(8192, 2048) * 1.5 + 256 * 2 + 1 * 1 / 8 * 1024
+    if piecewise:
+        reserved += PCG_TOKENS * 8
+    reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "printed", "gpu_mib", "piecewise"),
+    [
+        # "mem_fraction_static=0.835" (2026-02-21, enable_piecewise_cuda_graph=False)
+        ("sglang-docs-0509-qwen25-05b-h100-engine", 0.835, H100, False),
+        # "mem_fraction_static=0.907" (2026-02-27, capture at avail_mem=135.47 GB)
+        ("sglang-docs-0509-qwen25-05b-h200-engine", 0.907, H200, False),
+        # "mem_fraction_static=0.83" (2026-03-12, disable_piecewise_cuda_graph=False)
+        ("sglang-docs-0510pre-r1-qwen7b-h100-engine", 0.83, H100, True),
+        # "mem_fraction_static=0.903" (2026-03-21, capture at avail_mem=101.38 GB)
+        ("sglang-docs-0510pre-r1-qwen7b-h200-engine", 0.903, H200, True),
+    ],
+)
+def test_default_fraction_is_the_printed_one(name, printed, gpu_mib, piecewise):
+    case = _case(name)
+    assert case["logged"]["mem_fraction_static_printed"] == printed
+    assert _rule(gpu_mib, piecewise) == printed  # the source's rule reproduces the log
+    checks = evaluate(case)
+    # a server_args line only: the default is the one check (no pool, weights or K size)
+    assert [c.figure for c in checks] == ["default mem_fraction_static"]
+    assert checks[0].kvcalc == printed and checks[0].verdict == "exact"
+
+
+def test_h200_default_needs_the_nvidia_smi_total():
+    # the nominal 141 GiB (144384 MiB) would print 0.904 where SGLang printed 0.903
+    assert round((141 * 1024 - 13904) / (141 * 1024), 3) == 0.904
+    assert load_hardware("h200").driver_total_bytes == H200 * 2**20
+    (check,) = evaluate(_case("sglang-docs-0510pre-r1-qwen7b-h200-engine"))
+    assert check.kvcalc == 0.903
+
+
+def test_the_piecewise_graph_moves_the_third_digit_on_the_same_card():
+    # v0.5.9 -> v0.5.10 rules on one GPU class: 58 x 8 MiB more reserved
+    h100 = [
+        evaluate(_case(n))[0].kvcalc
+        for n in (
+            "sglang-docs-0509-qwen25-05b-h100-engine",
+            "sglang-docs-0510pre-r1-qwen7b-h100-engine",
+        )
+    ]
+    h200 = [
+        evaluate(_case(n))[0].kvcalc
+        for n in (
+            "sglang-docs-0509-qwen25-05b-h200-engine",
+            "sglang-docs-0510pre-r1-qwen7b-h200-engine",
+        )
+    ]
+    assert h100 == [0.835, 0.83] and h200 == [0.907, 0.903]
