@@ -87,3 +87,17 @@ def test_the_piecewise_graph_moves_the_third_digit_on_the_same_card():
         )
     ]
     assert h100 == [0.835, 0.83] and h200 == [0.907, 0.903]
+
+
+def test_v0519_kv_total_from_the_reported_tokens():
+    # llm-d README2 (sglang v0.5.19, Qwen3-32B, 1 x H100): "9.54 GB for 39,078 tokens";
+    # Qwen3-32B config.json: 64 layers, 8 KV heads, head_dim 128, bf16; the pool has #tokens + 1
+    # rows (page 1): K = V = 39,079 x 64 x 8 x 128 x 2 B
+    k = 39_079 * 64 * 8 * 128 * 2
+    assert f"{2 * k / 2**30:.2f}" == "9.54"
+    checks = evaluate(_case("sglang-llmd-snapshot-qwen3-32b-h100-0519"))
+    (kv,) = [c for c in checks if c.figure.startswith("K + V size")]
+    assert kv.logged == kv.kvcalc == "9.54" and kv.verdict == "exact"
+    # the free-memory path lands 26 rows above the reported count (a known miss, see the case)
+    (t,) = [c for c in checks if c.figure == "#tokens (from the logged avail mem)"]
+    assert t.verdict == "miss" and t.kvcalc[0] - 39_078 == 26

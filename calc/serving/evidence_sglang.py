@@ -28,6 +28,11 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     k = sglang_k_size_bytes(
         t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
     )
+    if "k_size_gib" not in log:  # a report giving K + V together (kv_total_gib) or neither
+        if "kv_total_gib" not in log:
+            return out
+        want = f"{log['kv_total_gib']:.2f}"
+        return [_eq(cid, "K + V size, GiB (from the #tokens)", want, f"{2 * k / GIB:.2f}")] + out
     want = f"{log['k_size_gib']:.2f}"
     return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
 
