@@ -22,6 +22,10 @@ EXPECTED_MISSES: set[tuple[str, str]] = {
     # distributed/bootstrap.py, before load_model prints "Load weight begin"; what the memory
     # saver / gVisor allocate between the readings is not logged (the case's note)
     ("sglang-llmd-snapshot-qwen3-32b-h100-0519", "#tokens (from the logged avail mem)"),
+    # sglang#22537 (v0.5.10, B200 TP4): the pool follows the minimum free memory over ranks;
+    # the quoted Load weight end is TP0's, TP1 / TP2 had 0.03 GB less (Memory pool end lines):
+    # tests/test_serving_sglang_defaults_logs.py checks the interval from their 160.75 GB
+    ("sglang-22537-qwen3-32b-b200-tp4", "#tokens (from the logged avail mem)"),
 }
 
 

@@ -101,3 +101,25 @@ def test_v0519_kv_total_from_the_reported_tokens():
     # the free-memory path lands 26 rows above the reported count (a known miss, see the case)
     (t,) = [c for c in checks if c.figure == "#tokens (from the logged avail mem)"]
     assert t.verdict == "miss" and t.kvcalc[0] - 39_078 == 26
+
+
+def test_b200_tp4_pool_from_the_rank_with_least_free_memory():
+    # sglang#22537 (v0.5.10, Qwen3-32B, 4 x B200): "Memory pool end. avail mem=25.37 GB" on TP1 /
+    # TP2 vs 25.40 on TP0, after the same pool: they had 160.78 - 0.03 = 160.75 GB after the
+    # weights. SGLang (model_runner.profile_max_num_token): rest = after - before x (1 - 0.852),
+    # max_total_num_tokens = rest // cell, cell = 2 KV heads x 128 x 64 layers x 2 B x (K, V)
+    cell, gib = 2 * 128 * 64 * 2 * 2, 2**30
+
+    def tokens(after, before):
+        return int((after - before * (1 - 0.852)) * gib) // cell
+
+    assert tokens(160.74, 176.29) <= 2_206_208 <= tokens(160.76, 176.27)  # TP1 / TP2
+    assert tokens(160.775, 176.285) > 2_206_208  # TP0's own figure: too many
+    case = _case("sglang-22537-qwen3-32b-b200-tp4")
+    checks = {c.figure: c for c in evaluate(case)}
+    assert checks["K size, GiB (from the logged #tokens)"].verdict == "exact"
+    assert checks["#tokens (from the logged avail mem)"].verdict == "miss"  # from TP0's line
+    # the default it was sized with (no --mem-fraction-static assumed): 0.852 (74 piecewise
+    # sizes up to chunked_prefill_size 16384: the 58 to 8192 and 16 more, 8704..16384 / 512)
+    reserved = 512 + 16384 * 1.5 + 512 * 2 + 4 / 8 * 1024 + 74 * 8
+    assert round((183359 - reserved) / 183359, 3) == 0.852
