@@ -123,3 +123,14 @@ def test_b200_tp4_pool_from_the_rank_with_least_free_memory():
     # sizes up to chunked_prefill_size 16384: the 58 to 8192 and 16 more, 8704..16384 / 512)
     reserved = 512 + 16384 * 1.5 + 512 * 2 + 4 / 8 * 1024 + 74 * 8
     assert round((183359 - reserved) / 183359, 3) == 0.852
+
+
+def test_v057_default_from_an_issue_command_without_the_flag():
+    # LMCache#2400 (2026-01-14, main just after v0.5.7): "launch_server --model-path
+    # Qwen/Qwen3-14B ... --enable-lmcache" printed mem_fraction_static=0.835: no piecewise term
+    # before v0.5.10, H100 80GB (81559 MiB)
+    assert _rule(H100, piecewise=False) == 0.835
+    checks = {c.figure: c for c in evaluate(_case("sglang-lmcache2400-qwen3-14b-h100-057"))}
+    default = checks["default mem_fraction_static"]
+    assert default.logged == default.kvcalc == 0.835 and default.verdict == "exact"
+    assert checks["weights_gib"].logged == 27.69  # "mem usage=27.69 GB", checked to 0.5 %

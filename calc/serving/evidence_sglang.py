@@ -16,8 +16,8 @@ from calc.spec import ModelSpec
 def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     cid, log = case["id"], case["logged"]
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
-    if "max_total_num_tokens" not in log:  # a server_args line only: the default fraction
-        return _sglang_default_fraction(case, s, cfg)
+    if "max_total_num_tokens" not in log:  # no KV line: the weights and the default fraction
+        return _sglang_weights(case, spec, hw, s) + _sglang_default_fraction(case, s, cfg)
     t = log["max_total_num_tokens"]
     out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
