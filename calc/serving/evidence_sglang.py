@@ -111,8 +111,9 @@ def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> l
             c = Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, f"{c.note}; {before} GiB = "
                       "avail mem + mem usage of Load weight end")  # fmt: skip
         out.append(c)
-    if "k_size_gib" in log or "kv_size_gib" in log:
-        want = log.get("kv_size_gib") or log["k_size_gib"] + log["v_size_gib"]
+    if "k_size_gib" in log or "kv_size_gib" in log or "kv_total_gib" in log:
+        want = log.get("kv_size_gib") or log.get("kv_total_gib")
+        want = want or log["k_size_gib"] + log["v_size_gib"]
         mine = p.k_size_gib if "kv_size_gib" in log else 2 * p.k_size_gib
         c = _pct(cid, "available_kv_cache_gib", round(want, 2), mine)
         t = log["max_total_num_tokens"]
