@@ -16,7 +16,17 @@ from calc.serving.plan import engine_plan
 FOLDER = Path(__file__).parent.parent / "benchmarks" / "engine_logs"
 CASES = load_cases(FOLDER)
 # known misses, each with its reason (the report lists them too)
-EXPECTED_MISSES: set[tuple[str, str]] = set()
+EXPECTED_MISSES: set[tuple[str, str]] = {
+    # SGLang v0.5.19 (llm-d README2, H100, 0.90): the logged 39,078 rows are 26 (6.5 MiB) under
+    # 39,104..39,153 from "Load weight end"'s 17.40 + 61.07 GB: v0.5.19 takes the total in
+    # distributed/bootstrap.py, before load_model prints "Load weight begin"; what the memory
+    # saver / gVisor allocate between the readings is not logged (the case's note)
+    ("sglang-llmd-snapshot-qwen3-32b-h100-0519", "#tokens (from the logged avail mem)"),
+    # sglang#22537 (v0.5.10, B200 TP4): the pool follows the minimum free memory over ranks;
+    # the quoted Load weight end is TP0's, TP1 / TP2 had 0.03 GB less (Memory pool end lines):
+    # tests/test_serving_sglang_defaults_logs.py checks the interval from their 160.75 GB
+    ("sglang-22537-qwen3-32b-b200-tp4", "#tokens (from the logged avail mem)"),
+}
 
 
 def test_at_least_twenty_public_logs_cover_the_categories():
@@ -95,8 +105,12 @@ def test_the_excerpt_parses_to_the_logged_figures(case):
         "needed_kv_cache_gib",
         "kv_size_gib",
     )
+    prose = case.get("prose_figures", [])  # a report's own words, quoted in the excerpt
     for key in keys:
-        if key in case["logged"]:
+        if key in prose:
+            value = case["logged"][key]
+            assert f"{value:,}" in case["logged"]["excerpt"], key
+        elif key in case["logged"]:
             assert got.get(key) == case["logged"][key], key
 
 

@@ -93,10 +93,9 @@ def test_mla_by_release():
 
 
 def test_the_plan_passes_mla_and_the_name():
-    # the h200 preset publishes no nvidia-smi total: 141 GiB (HardwareSpec.driver_total_bytes)
-    h200 = 141 * 1024
+    # the h200 preset's nvidia-smi total, 143771 MiB (sglang#3196's nvidia-smi table)
     cfg = prepare("deepseek-v3", "h200", "sglang", version="0.5.10", tensor_parallel_size=8)[2]
-    assert cfg.mem_fraction_static == f(h200, 512 + 8192 * 1.5 + 1024 + 1024 + 1536)
+    assert cfg.mem_fraction_static == f(H200, 512 + 8192 * 1.5 + 1024 + 1024 + 1536)
     # llama-2: max tokens min(chunk, 4096) ("llama-2" in model_path.lower())
     cfg = prepare("llama-2-7b", "h100-sxm", "sglang", version="0.5.10")[2]
     assert cfg.mem_fraction_static == f(H100, 512 + 8192 * 1.5 + 512 + 128 + TOKENS_TO_4096 * 8)

@@ -16,6 +16,8 @@ from calc.spec import ModelSpec
 def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     cid, log = case["id"], case["logged"]
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, "sglang", **s)
+    if "max_total_num_tokens" not in log:  # no KV line: the weights and the default fraction
+        return _sglang_weights(case, spec, hw, s) + _sglang_default_fraction(case, s, cfg)
     t = log["max_total_num_tokens"]
     out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
@@ -26,6 +28,11 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     k = sglang_k_size_bytes(
         t, cfg.page_size, lay.kv_heads, lay.head_size, max(lay.rank_layers), lay.kv_bytes
     )
+    if "k_size_gib" not in log:  # a report giving K + V together (kv_total_gib) or neither
+        if "kv_total_gib" not in log:
+            return out
+        want = f"{log['kv_total_gib']:.2f}"
+        return [_eq(cid, "K + V size, GiB (from the #tokens)", want, f"{2 * k / GIB:.2f}")] + out
     want = f"{log['k_size_gib']:.2f}"
     return [_eq(cid, "K size, GiB (from the logged #tokens)", want, f"{k / GIB:.2f}")] + out
 
@@ -104,18 +111,27 @@ def _sglang_first_principles(case: dict, spec: ModelSpec, hw, s: dict, cfg) -> l
             c = Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, f"{c.note}; {before} GiB = "
                       "avail mem + mem usage of Load weight end")  # fmt: skip
         out.append(c)
-    if "k_size_gib" in log or "kv_size_gib" in log:
-        want = log.get("kv_size_gib") or log["k_size_gib"] + log["v_size_gib"]
+    if "k_size_gib" in log or "kv_size_gib" in log or "kv_total_gib" in log:
+        want = log.get("kv_size_gib") or log.get("kv_total_gib")
+        want = want or log["k_size_gib"] + log["v_size_gib"]
         mine = p.k_size_gib if "kv_size_gib" in log else 2 * p.k_size_gib
         c = _pct(cid, "available_kv_cache_gib", round(want, 2), mine)
         t = log["max_total_num_tokens"]
         note = f"{c.note}; #tokens {p.gpu_kv_cache_tokens:,} for {t:,} ({_pct_of(p.gpu_kv_cache_tokens, t)})"
         out.append(Check(cid, c.figure, c.logged, c.kvcalc, c.verdict, note))
-    if "mem_fraction_static_printed" in log and "mem_fraction_static" not in s:
-        printed = log["mem_fraction_static_printed"]
-        mine = round(cfg.mem_fraction_static, 3)
-        out.append(_eq(cid, "default mem_fraction_static", printed, mine))
-    return out
+    return out + _sglang_default_fraction(case, s, cfg)
+
+
+def _sglang_default_fraction(case: dict, s: dict, cfg) -> list[Check]:
+    """server_args' mem_fraction_static when the run gave none: SGLang rounds its default to 3
+    decimals (round((gpu_mem - reserved) / gpu_mem, 3)) and prints that float's repr, so the
+    check is exact to the printed digits (0.83 is 0.830)."""
+    log = case["logged"]
+    if "mem_fraction_static_printed" not in log or "mem_fraction_static" in s:
+        return []
+    printed = log["mem_fraction_static_printed"]
+    mine = round(cfg.mem_fraction_static, 3)
+    return [_eq(case["id"], "default mem_fraction_static", printed, mine)]
 
 
 def _pct_of(mine, logged) -> str:
