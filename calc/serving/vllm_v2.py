@@ -50,7 +50,13 @@ V2_ARCH_FAMILIES_023 = V2_ARCH_FAMILIES_022 + (
 # V2's GPUModelRunner.profile_cudagraph_memory is `# NOTE(woosuk): It is TBD whether we keep this
 # API or not. return 0` in 0.22.0 - 0.28.0 (model_runner.py; 0.27.1: lines 749-751), so
 # determine_available_memory subtracts no CUDA-graph estimate; 0.29.0 measures captures into a
-# throwaway pool (cudagraph_utils.profile_cudagraph_memory), like V1.
+# throwaway pool (vllm/v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory, lines 718-800
+# of the 0.29.0 sdist: a minimal KV cache, then capture_model() with every PIECEWISE graph
+# measured in full and only the largest FULL graphs sampled and extrapolated). The result is the
+# CUDA driver's and the graph pool's allocations, not fixed by vLLM's source: kvcalc keeps the
+# V1 0.19 calibration (overheads.CUDAGRAPH_ESTIMATE_GIB) there, unchecked against a V2 >= 0.29
+# log (the one public 0.29.0 start-up found, aivrar/vllm-windows-build issue 17, is a hybrid
+# multimodal model with an MTP drafter on Windows: not added).
 V2_CUDAGRAPH_ESTIMATE_FROM = (0, 29, 0)
 # memory_profiling (vllm/utils/mem_utils.py) from 0.27.0: non_kv_cache_memory = total_consumed
 # (the drop in free memory from the worker's init snapshot to after the profile run) +
