@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from calc.activation import forward_activation_bytes
 from calc.dtypes import dtype_bits
+from calc.serving.vllm_compiled import compiled_forward_applies, compiled_forward_bytes
 
 # VLLM_USE_V2_MODEL_RUNNER is a bool defaulting to False in 0.20.0 and 0.21.0 (envs.py): V1 runs.
 # From 0.22.0 it is tri-state (None: VllmConfig.use_v2_model_runner decides):
@@ -49,7 +50,13 @@ V2_ARCH_FAMILIES_023 = V2_ARCH_FAMILIES_022 + (
 # V2's GPUModelRunner.profile_cudagraph_memory is `# NOTE(woosuk): It is TBD whether we keep this
 # API or not. return 0` in 0.22.0 - 0.28.0 (model_runner.py; 0.27.1: lines 749-751), so
 # determine_available_memory subtracts no CUDA-graph estimate; 0.29.0 measures captures into a
-# throwaway pool (cudagraph_utils.profile_cudagraph_memory), like V1.
+# throwaway pool (vllm/v1/worker/gpu/cudagraph_utils.py profile_cudagraph_memory, lines 718-800
+# of the 0.29.0 sdist: a minimal KV cache, then capture_model() with every PIECEWISE graph
+# measured in full and only the largest FULL graphs sampled and extrapolated). The result is the
+# CUDA driver's and the graph pool's allocations, not fixed by vLLM's source: kvcalc keeps the
+# V1 0.19 calibration (overheads.CUDAGRAPH_ESTIMATE_GIB) there, unchecked against a V2 >= 0.29
+# log (the one public 0.29.0 start-up found, aivrar/vllm-windows-build issue 17, is a hybrid
+# multimodal model with an MTP drafter on Windows: not added).
 V2_CUDAGRAPH_ESTIMATE_FROM = (0, 29, 0)
 # memory_profiling (vllm/utils/mem_utils.py) from 0.27.0: non_kv_cache_memory = total_consumed
 # (the drop in free memory from the worker's init snapshot to after the profile run) +
@@ -115,9 +122,9 @@ def v2_dummy_sampler_peak_bytes(
 
 def vllm_v2_activation_bytes(spec, config, act_dtype: str) -> int:
     """V2's profile-run peak on the last pipeline rank (kvcalc charges every rank that rank's
-    peak): the larger of the dummy forward at max_num_batched_tokens (calc.activation.
-    forward_activation_bytes, the generic estimate: the torch.compile'd forward is not written
-    out) and the dummy sampler (v2_dummy_sampler_peak_bytes) with what profile_run still holds
+    peak): the larger of the dummy forward at max_num_batched_tokens (the compiled forward's
+    live set, calc.serving.vllm_compiled, for a dense GQA model; calc.activation.
+    forward_activation_bytes, the generic estimate, for others) and the dummy sampler (v2_dummy_sampler_peak_bytes) with what profile_run still holds
     then: `hidden_states, sample_hidden_states = self._dummy_run(...)`, T + rows rows of hidden
     (model_runner.py profile_run / _dummy_run, 0.22.0 - 0.33.0 sdists). min(T, max_num_seqs)
     rows: _dummy_run's num_reqs, one logit each."""
@@ -125,7 +132,10 @@ def vllm_v2_activation_bytes(spec, config, act_dtype: str) -> int:
     T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
     rows = min(T, config.max_num_seqs)
     vp = -(-spec.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
-    forward = forward_activation_bytes(spec, tp, T, act_dtype)
+    if compiled_forward_applies(spec):
+        forward = compiled_forward_bytes(spec, tp, T, a)
+    else:
+        forward = forward_activation_bytes(spec, tp, T, act_dtype)
     sampler = (
         v2_dummy_sampler_peak_bytes(rows, spec.vocab_size, vp, a, tp)
         + (T + rows) * spec.hidden_size * a
