@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from calc.serving.allocator import Free, attention_scalars, caching_allocator
+from calc.serving.allocator import Free, caching_allocator
 from calc.serving.evidence import _settings, case_spec, load_cases
+from calc.serving.load_events import attention_scalars
 from calc.serving.plan import engine_plan
 
 MiB, GIB = 2**20, 2**30

@@ -18,8 +18,8 @@ import pytest
 
 from calc.presets import load_preset
 from calc.quant import parse_quantization_config
-from calc.serving.allocator import LinearAlloc, _layer_tensors
 from calc.serving.evidence import evaluate, load_cases
+from calc.serving.load_events import LinearAlloc, _layer_tensors
 from calc.serving.plan import engine_plan
 from calc.serving.quant_tensors import vllm_linear_tensors
 from calc.spec import ModelSpec
@@ -92,7 +92,7 @@ def test_w8a8_layer_is_int8_weights_fp32_channel_scales_and_model_dtype_vectors(
 
     first, rest = _layer_tensors(spec, 0, 1, 1, 2, quant)
     assert [n for n, _ in first] == [6144 * 4096, 6144 * 4, 4096 * 4096, 4096 * 4]
-    # the layer's vectors are taken as one tensor (allocator.py: < 512 B apart either way)
+    # the layer's vectors are taken as one tensor (load_events.py: < 512 B apart either way)
     assert [n for n, _ in rest] == [28672 * 4096, 28672 * 4, 4096 * 14336, 4096 * 4, 8192 * 2]
 
 

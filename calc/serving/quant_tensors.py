@@ -159,7 +159,7 @@ def vllm_checkpoint_rank_bytes(
     (final norm, LM head)) bytes; `vision`: the encoder's plain bytes."""
     from calc.quant.match import scheme_for
     from calc.quant.weights import LAYER_PREFIX, _layer_specific, _quantizable, stored_name
-    from calc.serving.allocator import LinearAlloc
+    from calc.serving.load_events import LinearAlloc
     from calc.serving.mxfp4 import CUDA_CAPABILITY
     from calc.serving.shard_layers import ROW_PARALLEL
     from calc.serving.sharding import _allocated

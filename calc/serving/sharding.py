@@ -249,7 +249,8 @@ def _allocated(
     i.e. the segments still holding a block, in the same load order (SGLang 0.4's models build
     their layers as vLLM's do), without vLLM's per-attention-layer scalars. `quant`: each
     quantized layer's tensors (calc.serving.quant_tensors)."""
-    from calc.serving.allocator import attention_scalars, caching_allocator, vllm_load_events
+    from calc.serving.allocator import caching_allocator
+    from calc.serving.load_events import attention_scalars, vllm_load_events
 
     elements = rotary_cache_elements(spec) if rope else 0
     out, start = [], 0
