@@ -21,11 +21,11 @@ from calc.hardware import HardwareSpec, list_hardware, load_hardware
 from calc.plan import Plan, plan
 from calc.plan_sweep import sweep_plans
 from calc.serving import inverse
-from calc.serving.defaults import V1_XL_BATCH_FROM, VLLM_NEWEST
+from calc.serving.defaults import TOKENS_LINE_FROM, V1_DEFAULT_FROM, V1_XL_BATCH_FROM, VLLM_NEWEST
 from calc.serving.defaults_sglang import SGLANG_NEWEST
 from calc.serving.defaults_sglang import release_name as sglang_release_name
 from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM, SMALL_GPU_FROM
-from calc.serving.engine import DEFAULT_VERSION, TOKENS_LINE_FROM, V1_DEFAULT_FROM
+from calc.serving.engine import DEFAULT_VERSION
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
 from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
 from calc.serving.plan import (

@@ -13,45 +13,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.dtypes import canonical_dtype
-from calc.serving import defaults_sglang_2026 as sg26
-from calc.serving.defaults import (  # noqa: F401 (re-exported: engine.py was their home)
+from calc.serving.defaults import (
     CHUNKED_LOCAL_HYBRID_FROM,
-    GPU_MEMORY_UTILIZATION,
-    LARGE_GPU_GIB,
-    SGLANG_B200_FROM,
-    SGLANG_GPU_MEM_FROM,
-    SGLANG_H200_RELAX_FROM,
-    SGLANG_TP_TABLE,
-    TOKENS_LINE_FROM,
-    V0_CHUNK_2048_FROM,
-    V0_CHUNK_TOKENS,
-    V0_LONG_CONTEXT,
-    V0_MIN_BATCHED_TOKENS,
-    V1_A100_SMALL_FROM,
-    V1_BATCH_BY_MEMORY_FROM,
     V1_DEFAULT_FROM,
-    V1_SEQS_256_FROM,
-    V1_XL_BATCH_FROM,
-    VLLM_NEWEST,
-    XL_GPU_GIB,
-    _sglang_chunk,
     check_vllm_release,
-    sglang_chunk_default,
-    sglang_graph_bs_default,
-    sglang_mem_fraction_default,
-    sglang_version,
     vllm_batch_defaults,
     vllm_gpu_memory_utilization,
 )
-from calc.serving.defaults_sglang import (
-    SGLANG_RESERVE_FROM,
-    sglang_model_checks,
-    sglang_vlm_default_scale,
-    sglang_vlm_runner_scale,
-)
+from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
 
-GIB = 2**30
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 DEFAULT_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}  # the newest releases read
@@ -249,54 +220,17 @@ def engine_config(
                 f"max_model_len (max_position_embeddings={model_max_len} in model's config.json)"
             )
     else:
-        sv = sglang_version(version)
-        sg26.check_piecewise_setting(sv, kw.get("disable_piecewise_cuda_graph"))
-        given = kw.get("mem_fraction_static")
-        forced = sglang_model_checks(sv, given, nsa=nsa)
-        if forced is not None:
-            kw["mem_fraction_static"] = forced
-        if "mem_fraction_static" not in kw:
-            if sv >= SGLANG_RESERVE_FROM and gpu_vendor.upper() != "NVIDIA":
-                raise ValueError(
-                    f"'mem_fraction_static' must be given for sglang {version} on a "
-                    f"{gpu_vendor} GPU: kvcalc models its default from nvidia-smi's memory"
-                )
-            newer = {}
-            if sv > sg26.AFTER_056:  # what the releases after v0.5.6.post2 also read
-                newer = dict(
-                    max_running_requests=kw.get("max_running_requests"),
-                    disable_piecewise_cuda_graph=kw.get("disable_piecewise_cuda_graph"),
-                    mla=mla,
-                    nsa=nsa,
-                    linear_attention=linear_attention,
-                    model_name=model_name,
-                    context_length=kw.get("max_model_len"),  # only when given
-                )
-            kw["mem_fraction_static"] = sglang_mem_fraction_default(
-                sv,
-                kw.get("tensor_parallel_size", 1),
-                gpu_memory_gib,
-                kw.get("pipeline_parallel_size", 1),
-                dp=kw.get("data_parallel_size", 1),
-                dp_attention=kw.get("enable_dp_attention", False),
-                chunked_prefill_size=kw.get("chunked_prefill_size"),
-                cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
-                **newer,
-            )
-            scale = sglang_vlm_default_scale(sv, bool(multimodal), vision_tower)
-            kw["mem_fraction_static"] *= scale  # adjust_mem_fraction_for_vlm (0.4.9 on)
-        scale = sglang_vlm_runner_scale(sv, multimodal)  # ModelRunner's own, before 0.4.9
-        kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
-        kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
-        tp = kw.get("tensor_parallel_size", 1)
-        mrr = kw.get("max_running_requests")
-        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
-        if kw.get("enable_dp_attention") and kw.get("data_parallel_size", 1) > 1:
-            # server_args: "DP attention is enabled. The chunked prefill size is adjusted";
-            # // 2 before 0.4.4.post1 (where dp_size was set to tp_size), // dp_size from it
-            div = kw["data_parallel_size"] if sv >= (0, 4, 4, 1) else 2
-            kw["chunked_prefill_size"] = kw["chunked_prefill_size"] // div
-        mrr = kw.get("max_running_requests")
-        kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
+        kw = sglang_settings(
+            version,
+            kw,
+            gpu_memory_gib=gpu_memory_gib,
+            gpu_vendor=gpu_vendor,
+            multimodal=multimodal,
+            vision_tower=vision_tower,
+            nsa=nsa,
+            mla=mla,
+            linear_attention=linear_attention,
+            model_name=model_name,
+        )
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)

@@ -1,0 +1,88 @@
+"""SGLang's settings as its ServerArgs completes them: every setting left unset gets the default
+of that release (mem_fraction_static, chunked_prefill_size, cuda_graph_max_bs), then the
+adjustments SGLang applies to the fraction (multimodal models) and the chunk (DP attention).
+The rules by release are in calc/serving/defaults.py, defaults_sglang.py and
+defaults_sglang_2026.py; calc.serving.engine.engine_config calls this for engine "sglang".
+"""
+
+from __future__ import annotations
+
+from calc.serving import defaults_sglang_2026 as sg26
+from calc.serving.defaults import (
+    sglang_chunk_default,
+    sglang_graph_bs_default,
+    sglang_mem_fraction_default,
+    sglang_version,
+)
+from calc.serving.defaults_sglang import (
+    SGLANG_RESERVE_FROM,
+    sglang_model_checks,
+    sglang_vlm_default_scale,
+    sglang_vlm_runner_scale,
+)
+
+
+def sglang_settings(
+    version: str,
+    settings: dict,
+    *,
+    gpu_memory_gib: float,
+    gpu_vendor: str,
+    multimodal: str | None,
+    vision_tower: tuple[int, int] | None,
+    nsa: bool,
+    mla: bool | None,
+    linear_attention: bool,
+    model_name: str,
+) -> dict:
+    """The given settings (None values already dropped) completed with `version`'s defaults;
+    the arguments after `settings` are engine_config's (its docstring)."""
+    kw = dict(settings)
+    sv = sglang_version(version)
+    sg26.check_piecewise_setting(sv, kw.get("disable_piecewise_cuda_graph"))
+    given = kw.get("mem_fraction_static")
+    forced = sglang_model_checks(sv, given, nsa=nsa)
+    if forced is not None:
+        kw["mem_fraction_static"] = forced
+    if "mem_fraction_static" not in kw:
+        if sv >= SGLANG_RESERVE_FROM and gpu_vendor.upper() != "NVIDIA":
+            raise ValueError(
+                f"'mem_fraction_static' must be given for sglang {version} on a "
+                f"{gpu_vendor} GPU: kvcalc models its default from nvidia-smi's memory"
+            )
+        newer = {}
+        if sv > sg26.AFTER_056:  # what the releases after v0.5.6.post2 also read
+            newer = dict(
+                max_running_requests=kw.get("max_running_requests"),
+                disable_piecewise_cuda_graph=kw.get("disable_piecewise_cuda_graph"),
+                mla=mla,
+                nsa=nsa,
+                linear_attention=linear_attention,
+                model_name=model_name,
+                context_length=kw.get("max_model_len"),  # only when given
+            )
+        kw["mem_fraction_static"] = sglang_mem_fraction_default(
+            sv,
+            kw.get("tensor_parallel_size", 1),
+            gpu_memory_gib,
+            kw.get("pipeline_parallel_size", 1),
+            dp=kw.get("data_parallel_size", 1),
+            dp_attention=kw.get("enable_dp_attention", False),
+            chunked_prefill_size=kw.get("chunked_prefill_size"),
+            cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
+            **newer,
+        )
+        scale = sglang_vlm_default_scale(sv, bool(multimodal), vision_tower)
+        kw["mem_fraction_static"] *= scale  # adjust_mem_fraction_for_vlm (0.4.9 on)
+    scale = sglang_vlm_runner_scale(sv, multimodal)  # ModelRunner's own, before 0.4.9
+    kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
+    kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
+    tp = kw.get("tensor_parallel_size", 1)
+    mrr = kw.get("max_running_requests")
+    kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
+    if kw.get("enable_dp_attention") and kw.get("data_parallel_size", 1) > 1:
+        # server_args: "DP attention is enabled. The chunked prefill size is adjusted";
+        # // 2 before 0.4.4.post1 (where dp_size was set to tp_size), // dp_size from it
+        div = kw["data_parallel_size"] if sv >= (0, 4, 4, 1) else 2
+        kw["chunked_prefill_size"] = kw["chunked_prefill_size"] // div
+    return kw
