@@ -112,30 +112,30 @@ def test_gemma_2_reduced_depth_has_a_sliding_and_a_global_layer():
 
 
 def test_gpu_attention_heads_shrink_to_fit_free_memory(monkeypatch):
-    from calc.validate import runner
+    from calc.validate import sizing
 
     spec = calc.load_preset("llama-3.1-405b")  # 128 query heads of 128
     monkeypatch.setattr(measure, "cuda_free_bytes", lambda device: 1 << 60)
-    assert runner._peak_size(spec, "cuda", "bf16", True) == (128, runner.CUDA_PEAK_SEQ_LENS)
+    assert sizing.peak_size(spec, "cuda", "bf16", True) == (128, sizing.CUDA_PEAK_SEQ_LENS)
     # 4 GiB free -> a quarter, 1 GiB, for the 8192-token materialized step:
     # 2 x H x 8192^2 x 2 B = H x 256 MiB (+ O(n) activations): 4 heads need just over 1 GiB,
     # so the search (128, 64, ... halving) stops at 2
     monkeypatch.setattr(measure, "cuda_free_bytes", lambda device: 4 << 30)
-    heads, lens = runner._peak_size(spec, "cuda", "bf16", True)
-    assert heads == 2 and lens == runner.CUDA_PEAK_SEQ_LENS
+    heads, lens = sizing.peak_size(spec, "cuda", "bf16", True)
+    assert heads == 2 and lens == sizing.CUDA_PEAK_SEQ_LENS
     monkeypatch.setattr(measure, "cuda_free_bytes", lambda device: 1 << 20)
     with pytest.raises(ValueError, match="not enough free GPU memory"):
-        runner._peak_size(spec, "cuda", "bf16", True)
+        sizing.peak_size(spec, "cuda", "bf16", True)
 
 
 def test_gpu_kv_model_shrinks_with_free_memory(monkeypatch):
-    from calc.validate import runner
+    from calc.validate import sizing
 
     spec = calc.load_preset("llama-3.1-405b")
     monkeypatch.setattr(measure, "cuda_free_bytes", lambda device: 160 << 30)  # an H200's worth
-    roomy = reduce.kv_spec(spec, runner._kv_budget(spec, "cuda", "bf16", True))
+    roomy = reduce.kv_spec(spec, sizing.kv_budget(spec, "cuda", "bf16", True))
     assert roomy.hidden_size == spec.hidden_size  # two full-width layers fit a quarter of it
     monkeypatch.setattr(measure, "cuda_free_bytes", lambda device: 8 << 30)
-    tight = reduce.kv_spec(spec, runner._kv_budget(spec, "cuda", "bf16", True))
+    tight = reduce.kv_spec(spec, sizing.kv_budget(spec, "cuda", "bf16", True))
     assert tight.hidden_size < spec.hidden_size
     assert calc.param_count(tight) * 2 <= (8 << 30) // 4  # bf16 weights within a quarter
