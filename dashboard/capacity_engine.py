@@ -9,18 +9,18 @@ from calc import units
 from calc.limits import limit as size_limit
 from calc.serving.engine import DEFAULT_VERSION, KV_CACHE_DTYPES
 from dashboard import capacity_charts, plain, state, tables, ui
-from dashboard import capacity_data as cd
+from dashboard import engine_data as ed
 
 
 def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[str]:
     """vLLM / SGLang as that release plans these GPUs (hw: None, or tp: None, when the inputs
     above are invalid: their error says why); returns its URL keys."""
     st.subheader("Engine: the plan as vLLM or SGLang makes it at start-up", anchor=False)
-    names = list(cd.ENGINES)
+    names = list(ed.ENGINES)
     c = st.columns(3)
     with c[0]:
         state.init("engine", "vllm", choices=names)
-        engine = st.selectbox("Engine", names, key=state.wkey("engine"), format_func=cd.ENGINES.get)
+        engine = st.selectbox("Engine", names, key=state.wkey("engine"), format_func=ed.ENGINES.get)
     if engine == "kvcalc":
         st.caption(
             "kvcalc's generic plan is the rest of this page (vLLM-style, no engine release). "
@@ -28,7 +28,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
         )
         return ["engine"]
     keys = ["engine", "ever", "ekv"]
-    versions = cd.ENGINE_VERSIONS[engine]
+    versions = ed.ENGINE_VERSIONS[engine]
     with c[1]:
         state.init("ever", DEFAULT_VERSION[engine], choices=versions)
         version = st.selectbox(
@@ -128,8 +128,8 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             **extra,
             **parallel,
         )
-        p = cd.one_engine_plan(spec, hw, engine, **settings)
-        label = f"{cd.ENGINES[engine]} {p.version}"
+        p = ed.one_engine_plan(spec, hw, engine, **settings)
+        label = f"{ed.ENGINES[engine]} {p.version}"
         if p.refusal:
             st.error(plain.md(f"{label} refuses to start: {p.refusal}"))
         else:
@@ -145,7 +145,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             k[3].metric(
                 f"Max concurrency at {p.max_model_len:,} tokens", f"{p.max_concurrency:.2f}x"
             )
-            stack = cd.engine_stack_frame(p)
+            stack = ed.engine_stack_frame(p)
             ui.show_chart(
                 ui.chart(capacity_charts.engine_memory_chart, stack),
                 stack,
@@ -165,7 +165,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             length = ui.int_input("el", "Tokens per request", p.max_model_len, field="seq_len")
         keys += ["ec", "el"]
         ui.require_valid_inputs()
-        inv = cd.engine_inverse_frame(
+        inv = ed.engine_inverse_frame(
             spec, hw, engine, conc, **{**settings, "max_model_len": length}
         )
         with c[2]:

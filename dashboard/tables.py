@@ -167,7 +167,7 @@ def checks(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
 
 
 def engine_inverse(inv: pd.DataFrame, concurrency: int, length: int) -> pd.DataFrame:
-    """capacity_data.engine_inverse_frame for people: a fraction to 2 places, counts with
+    """engine_data.engine_inverse_frame for people: a fraction to 2 places, counts with
     separators, "not reachable" where no value reaches the target."""
     head = f"reaches {concurrency:,} × {length:,} tokens"
 

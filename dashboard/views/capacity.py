@@ -16,6 +16,7 @@ from calc.hardware import list_hardware, load_hardware
 from calc.tp import tp_rule, valid_tps
 from dashboard import capacity_charts, data, plain, state, tables, ui
 from dashboard import capacity_data as cd
+from dashboard import engine_data as ed
 from dashboard.capacity_engine import engine_section
 
 st.title("Capacity planner")
@@ -107,7 +108,7 @@ with ui.guarded():
     else:
         hw = load_hardware(gpu)
 
-generic = cd.generic_refusal(spec)
+generic = ed.generic_refusal(spec)
 if generic:  # the engines plan it (the Engine section below); kvcalc's generic plan does not
     st.info(plain.md(generic))
 if hw is not None and not generic:

@@ -1,0 +1,130 @@
+"""The capacity page's Engine section data (calc.serving): the engines and the releases offered,
+one engine plan, the per-GPU memory stack as the engine accounts it, and the inverse queries.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from calc.serving import inverse
+from calc.serving.defaults import (
+    TOKENS_LINE_FROM,
+    V1_DEFAULT_FROM,
+    V1_XL_BATCH_FROM,
+    VLLM_NEWEST,
+    sglang_version,
+)
+from calc.serving.defaults_sglang import SGLANG_NEWEST
+from calc.serving.defaults_sglang import release_name as sglang_release_name
+from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM, SMALL_GPU_FROM
+from calc.serving.engine import DEFAULT_VERSION
+from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
+from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
+from calc.serving.plan import PP_CHECK_PER_RANK_FROM, EnginePlan, engine_plan
+from calc.serving.sglang_hybrid import GDN_FROM, PADDING_SLOT_FROM, RATIO_FROM
+from calc.sharding import unplannable
+from dashboard.capacity_data import _HASH
+from dashboard.data import GB, GIB
+
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "kvcalc": "kvcalc's generic plan (above)"}
+_V = ".".join  # (0, 8, 0) -> "0.8.0"
+
+
+# the releases where calc.serving changes a rule (the constants it keys on), its default, and
+# the V0 release of the committed start-up logs; a release between two behaves as the one before
+ENGINE_VERSIONS = {
+    "vllm": sorted(
+        {
+            "0.6.4",
+            "0.11.0",  # the release of many committed logs
+            DEFAULT_VERSION["vllm"],
+            *(
+                _V(map(str, v))
+                for v in (
+                    TOKENS_LINE_FROM,
+                    V1_DEFAULT_FROM,
+                    HYBRID_ALLOCATOR_FROM,
+                    MAMBA_HYBRID_FROM,
+                    PP_CHECK_PER_RANK_FROM,
+                    CUDAGRAPH_SUBTRACTED_FROM,
+                    V1_XL_BATCH_FROM,
+                    VLLM_NEWEST,
+                )
+            ),
+        },
+        key=lambda t: tuple(map(int, t.split("."))),
+    ),
+    # the releases where SGLang's defaults change (calc/serving/defaults_sglang*.py): the tp
+    # table, #7054's reserve, #10975's general rule, the prefill CUDA graph, the 20-35 GiB
+    # tier, the graph batch capped by max_running_requests, and the newest read; and where its
+    # mamba pool changes (calc/serving/sglang_hybrid.py): Qwen3-Next's first, the memory ratio,
+    # the pool's padding slot
+    "sglang": sorted(
+        {"0.4.6", "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"}
+        | {
+            sglang_release_name(v)
+            for v in (
+                PCG_ON_FROM,
+                SMALL_GPU_FROM,
+                GRAPH_BS_MRR_CAP_FROM,
+                SGLANG_NEWEST,
+                GDN_FROM,
+                RATIO_FROM,
+                PADDING_SLOT_FROM,
+            )
+        },
+        key=sglang_version,
+    ),
+}
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=128, show_spinner=False)
+def generic_refusal(spec) -> str | None:
+    """Why kvcalc's generic plan (the page above the Engine section) does not plan `spec`, in
+    words that point to the engines' plans, or None when it does (calc.sharding)."""
+    why = unplannable(spec)
+    if why is None:
+        return None
+    return (
+        f"{spec.label} has {why}, which kvcalc's generic plan does not model: this page plans "
+        "it as vLLM or SGLang do, in the Engine section below (each engine's own rules)."
+    )
+
+
+def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
+    """calc.serving.plan.engine_plan for the page's settings (None: the version's default)."""
+    return engine_plan(spec, hw, engine, **settings)
+
+
+def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
+    """Per-GPU memory as the engine accounts it: weights, activation peak, non-torch memory,
+    CUDA graphs (when the version subtracts them), the KV cache, and the rest of the GPU's
+    total ("free": what the engine leaves unused). Terms the plan does not have are left out."""
+    parts = [
+        ("weights", p.weights_bytes),
+        ("activation peak", p.activation_bytes),
+        ("non-torch", p.non_torch_bytes),
+        ("CUDA graphs", p.cudagraph_bytes or None),
+        ("KV cache", p.available_kv_cache_bytes),
+    ]
+    rows = [(c, int(b)) for c, b in parts if b is not None]
+    rows.append(("free", p.total_memory_bytes - sum(b for _, b in rows)))
+    df = pd.DataFrame(rows, columns=["category", "bytes"])
+    df["GiB"] = df["bytes"] / GIB
+    df["GB"] = df["bytes"] / GB
+    df.insert(0, "gpu", p.gpu)
+    return df
+
+
+@st.cache_data(hash_funcs=_HASH, max_entries=64, show_spinner=False)
+def engine_inverse_frame(spec, hw, engine: str, concurrency: float, **settings) -> pd.DataFrame:
+    """calc.serving.inverse: the one setting that, changed alone, reaches `concurrency`
+    requests of settings["max_model_len"] tokens (None: no value does)."""
+    key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+    rows = [
+        (key, inverse.utilization_for(spec, hw, engine, concurrency, **settings)),
+        ("max_model_len", inverse.max_model_len_for(spec, hw, engine, concurrency, **settings)),
+        ("tensor_parallel_size", inverse.tp_for(spec, hw, engine, concurrency, **settings)),
+    ]
+    return pd.DataFrame(rows, columns=["setting", "value"])
