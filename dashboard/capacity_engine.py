@@ -143,8 +143,16 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             k[1].metric(f"KV {what}", f"{p.num_gpu_blocks:,}")
             k[2].metric("KV tokens", f"{p.gpu_kv_cache_tokens:,}")
             k[3].metric(
-                f"Max concurrency at {p.max_model_len:,} tokens", f"{p.max_concurrency:.2f}x"
+                f"Max concurrency at {p.max_model_len:,} tokens",
+                f"{p.max_concurrency:.2f}x",
             )
+            if p.max_mamba_cache_size is not None:
+                st.caption(
+                    f"The KV cache per GPU holds {p.max_mamba_cache_size:,} mamba states (the "
+                    "linear-attention layers' conv and SSM state, one per running request, so "
+                    "at most that many requests run) beside the full-attention layers' token "
+                    "pool; SGLang's lines below give each part."
+                )
             stack = ed.engine_stack_frame(p)
             ui.show_chart(
                 ui.chart(capacity_charts.engine_memory_chart, stack),
