@@ -234,3 +234,21 @@ def test_the_version_menu_reaches_the_newest_releases_read():
     assert errors(v) == ""
     q = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.33.0", max_model_len=32768)
     assert _tiles(v)["KV tokens"] == f"{q.gpu_kv_cache_tokens:,}"
+
+
+def test_qwen3_next_on_sglang_shows_its_mamba_states_beside_the_token_pool():
+    """Qwen3-Next (linear attention) plans on SGLang with its mamba state pool
+    (calc.serving.sglang_hybrid): the page names the states and prints SGLang's two lines."""
+    qn = {"model": "qwen3-next-80b-a3b", "gpu": "h100-sxm", "gpus": "4", "tp": "4"}
+    at = open_page("capacity", **qn, engine="sglang", ever="0.5.23", elen="32768")
+    assert errors(at) == ""
+    p = engine_plan(
+        "qwen3-next-80b-a3b", "h100-sxm", "sglang", version="0.5.23", tensor_parallel_size=4,
+        max_model_len=32768,
+    )  # fmt: skip
+    assert p.max_mamba_cache_size is not None and p.max_mamba_cache_size > 0
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    assert any(f"{p.max_mamba_cache_size:,} mamba states" in c.value for c in at.caption)
+    lines = at.code[0].value.splitlines()
+    assert any(x.startswith("Mamba Cache is allocated.") for x in lines)
+    assert any(x.startswith("KV Cache is allocated. #tokens") for x in lines)
