@@ -209,8 +209,6 @@ def test_count_changing_fields_are_refused_by_name(change, field):
 def test_refusals_name_v4(spec):
     with pytest.raises(ValueError, match="'include_mtp' is not supported for DeepSeek-V4"):
         spec.replace(include_mtp=True)
-    with pytest.raises(ValueError, match="DeepSeek-V4.*expert_dtype"):
-        calc.weight_bytes(spec)
     with pytest.raises(ValueError, match="'kv_scales'.*DeepSeek-V4"):
         calc.kv_cache_bytes(spec, 100, kv_scales="fp8")
     with pytest.raises(ValueError, match="'o_groups' must be set"):
