@@ -111,8 +111,25 @@ def test_refusals_name_the_field(flash):
         from_hf_config({**cfg, "compress_ratios": cfg["compress_ratios"][:-1] + [4]})
     with pytest.raises(ValueError, match="'mlp_layer_types' must list the hash_moe"):
         from_hf_config({**cfg, "mlp_layer_types": ["moe", "hash_moe"] + ["moe"] * 41})
+    with pytest.raises(ValueError, match="'compress_rope_theta' must differ from rope_theta"):
+        from_hf_config({**cfg, "compress_rope_theta": cfg["rope_theta"]})
     # fp4 experts are read for V4 only
     other = load_preset("deepseek-v3")
     fp4 = other.quantization.model_copy(update={"expert_dtype": "fp4"})
     with pytest.raises(ValueError, match="'expert_dtype' must be fp8 outside DeepSeek-V4"):
         calc.weight_bytes(other.replace(quantization=fp4))
+
+
+def test_v4_pro_matches_its_index_and_byte_groups():
+    # tests/fixtures/deepseek_v4/pro_index_facts.toml: total_size and the MTP / base / tid2eid
+    # groups of deepseek-ai/DeepSeek-V4-Pro, read with the Pro config fixture
+    pro = tomllib.loads((FIX / "deepseek_v4" / "pro_index_facts.toml").read_text())["index"]
+    spec = from_hf_config(
+        json.loads((FIX / "deepseek_v4" / "DeepSeek-V4-Pro.config.json").read_text())
+    )
+    b = calc.weight_bytes_breakdown(spec)
+    mtp = sum(v for k, v in b.items() if k.split(":")[0] == "mtp")
+    assert calc.weight_bytes(spec) == pro["total_size"]
+    assert mtp == pro["mtp_total_bytes"]
+    assert calc.weight_bytes(spec) - mtp == pro["base_total_bytes"]
+    assert b["router:tid2eid"] == pro["base_hash_table_bytes"]

@@ -85,6 +85,10 @@ def deepseek_v4_fields(cfg: _Config) -> dict:
         fields["index_head_dim"] = cfg.int("index_head_dim", default=128)
         fields["index_topk"] = cfg.int("index_topk", default=512)
     fields["num_hash_layers"] = _hash_layers(cfg, L)  # every layer is MoE whichever the router
+    thetas = (cfg.data.get("rope_theta", 10000), cfg.data.get("compress_rope_theta", 160000))
+    if thetas[0] == thetas[1]:  # vLLM: one fp32 cos/sin table per base (v4_weights counts 2)
+        raise cfg.fail("compress_rope_theta", f"must differ from rope_theta={thetas[0]} (vLLM "
+                       "then builds one rope table for both layer kinds)")  # fmt: skip
     return fields
 
 
