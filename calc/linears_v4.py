@@ -64,19 +64,35 @@ def v4_hyper_connections(spec: ModelSpec) -> list[Linear]:
     return out
 
 
+def v4_layer_vectors(spec: ModelSpec, kind: str) -> list[tuple[str, int, bool]]:
+    """One block's parameters outside its matrices: (component, count, kept in fp32), the last
+    true for what the checkpoint stores in float32 (position biases, the hyper-connections'
+    bases and scales; the norms are in the base dtype). The sinks and the block norms are
+    calc.params' (with gpt-oss's and every model's)."""
+    d, m = spec.head_dim, spec.hc_mult
+    out = [("norm", spec.q_lora_rank + d, False)]  # q_a_norm, kv_norm
+    if kind != "sliding_attention":  # the compressor's kv_norm and position_bias
+        csa = kind == "compressed_sparse_attention"
+        rate = spec.compress_rate_csa if csa else spec.compress_rate_hca
+        out += [("attn/compressor", d, False),
+                ("attn/compressor", rate * (2 * d if csa else d), True)]  # fmt: skip
+        if csa:  # the indexer's kv_norm and position_bias
+            di = spec.index_head_dim
+            out += [("attn/indexer", di, False), ("attn/indexer", rate * 2 * di, True)]
+    out.append(("hc", 2 * ((2 + m) * m + 3), True))  # attn_hc / ffn_hc base and scale
+    return out
+
+
+def v4_head_vectors(spec: ModelSpec) -> int:
+    """hc_head's base and scale (fp32), with the final norm."""
+    return spec.hc_mult + 1 if spec.final_norm else 0
+
+
 def v4_vectors(spec: ModelSpec) -> dict[str, int]:
-    """Parameters outside the matrices, by component: norms, sinks, position biases, the
-    hyper-connections' bases and scales (the sinks: calc.params, with gpt-oss's)."""
-    counts, d, m = spec.attention_counts, spec.head_dim, spec.hc_mult
-    csa = counts.get("compressed_sparse_attention", 0)
-    hca = counts.get("heavily_compressed_attention", 0)
-    out = {"norm": spec.num_hidden_layers * (spec.q_lora_rank + d)}  # q_a_norm, kv_norm
-    out["attn/compressor"] = (csa + hca) * d  # each compressor's kv_norm
-    out["attn/compressor"] += csa * spec.compress_rate_csa * 2 * d if csa else 0  # position_bias
-    out["attn/compressor"] += hca * spec.compress_rate_hca * d if hca else 0
-    if csa:  # the indexer's position_bias and kv_norm
-        di = spec.index_head_dim
-        out["attn/indexer"] = csa * (spec.compress_rate_csa * 2 * di + di)
-    out["hc"] = spec.num_hidden_layers * 2 * ((2 + m) * m + 3)
-    out["hc"] += m + 1 if spec.final_norm else 0  # hc_head's base and scale
+    """Parameters outside the matrices, by component, over every layer (v4_layer_vectors) and
+    the HyperHead: norms, position biases, the hyper-connections' bases and scales."""
+    out = {"norm": 0, "attn/compressor": 0, "hc": v4_head_vectors(spec)}
+    for kind, n in spec.attention_counts.items():
+        for component, count, _ in v4_layer_vectors(spec, kind):
+            out[component] = out.get(component, 0) + n * count
     return out

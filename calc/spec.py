@@ -55,7 +55,7 @@ _INT_FIELDS = (
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
     "linear_value_head_dim", "linear_conv_kernel_dim", "num_nextn_predict_layers",
     "index_n_heads", "index_head_dim", "index_topk", "o_groups", "o_lora_rank", "hc_mult",
-    "compress_rate_csa", "compress_rate_hca",
+    "compress_rate_csa", "compress_rate_hca", "num_hash_layers",
 )  # fmt: skip
 
 
@@ -150,6 +150,9 @@ class ModelSpec(DerivedShape, BaseModel):
     compress_rate_csa: int | None = Field(default=None, gt=0)  # compressed_sparse_attention
     compress_rate_hca: int | None = Field(default=None, gt=0)  # heavily_compressed_attention
     hc_mult: int | None = Field(default=None, gt=0)  # hyper-connection streams (mHC)
+    # the first num_hash_layers MoE layers route by a tid2eid table (vocab x top-k, int64 in the
+    # checkpoint) instead of a scored router with an fp32 bias: the stored bytes differ
+    num_hash_layers: int | None = Field(default=None, ge=0)
 
     # --- linear attention: Gated DeltaNet (Qwen3-Next names) ----------------------------------
     linear_num_key_heads: int | None = Field(default=None, gt=0)

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from calc.spec import ModelSpec
 
 V4_TYPES = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
-V4_FIELDS = ("o_groups", "o_lora_rank", "compress_rate_csa", "compress_rate_hca", "hc_mult")
+V4_FIELDS = ("o_groups", "o_lora_rank", "compress_rate_csa", "compress_rate_hca", "hc_mult",
+             "num_hash_layers")  # fmt: skip
 _INDEX_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
 _NEEDED = (
     "o_lora_rank",

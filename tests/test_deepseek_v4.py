@@ -209,8 +209,6 @@ def test_count_changing_fields_are_refused_by_name(change, field):
 def test_refusals_name_v4(spec):
     with pytest.raises(ValueError, match="'include_mtp' is not supported for DeepSeek-V4"):
         spec.replace(include_mtp=True)
-    with pytest.raises(ValueError, match="DeepSeek-V4.*expert_dtype"):
-        calc.weight_bytes(spec)
     with pytest.raises(ValueError, match="'kv_scales'.*DeepSeek-V4"):
         calc.kv_cache_bytes(spec, 100, kv_scales="fp8")
     with pytest.raises(ValueError, match="'o_groups' must be set"):
@@ -218,13 +216,13 @@ def test_refusals_name_v4(spec):
 
 
 def test_features_without_v4_refuse_by_name(spec):
-    # no wrong numbers where V4 is not modelled: its weights per GPU (engine plans take the
+    # no wrong numbers where V4 is not modelled: its activation peak (engine plans take the
     # available memory from a log: tests/test_serving_plan_v4.py), the reference modules
     from calc.serving.plan import engine_plan, prepare
 
     with pytest.raises(ValueError, match="'available_kv_gib' must be given for DeepSeek-V4"):
         engine_plan(spec, "h200", "vllm", version="0.22.0", tensor_parallel_size=8)
-    with pytest.raises(ValueError, match="is DeepSeek-V4: its weights per GPU"):
+    with pytest.raises(ValueError, match="is DeepSeek-V4: its activation peak is not modelled"):
         prepare(spec, "h200", "vllm", tensor_parallel_size=8)
     pytest.importorskip("torch")
     import calc.validate

@@ -223,7 +223,7 @@ BAD = [
         {"quant_method": "fp8", "modules_to_convert": ["embed_tokens"]},
         "'modules_to_convert' must be empty",
     ),
-    ({"quant_method": "fp8", "expert_dtype": "fp4"}, "'expert_dtype' must be 'fp8'"),
+    ({"quant_method": "fp8", "expert_dtype": "fp6"}, "'expert_dtype' must be one of fp8, fp4"),
     (
         {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"},
         "'quant_algo' must be one of fp8, nvfp4",

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from calc.presets import load_preset
+from calc.serving.figures import GIB
 from calc.serving.plan import engine_plan
 from calc.serving.plan_v4 import v4_attention
+from calc.serving.v4_weights import vllm_v4_weight_bytes
 
 ROOT = Path(__file__).parents[1]
 LOG = ROOT / "benchmarks" / "engine_logs" / "vllm-44376-deepseek-v4-flash-refused.toml"
@@ -34,21 +36,30 @@ def test_the_preset_gives_vllm_the_config_json_compress_ratios():
 
 def test_plan_from_the_logged_memory_prints_the_logs_refusal():
     log = tomllib.loads(LOG.read_text())["logged"]
+    p_spec = load_preset("deepseek-v4-flash")
     x = log["available_kv_cache_gib"]  # 5.44, printed to 2 decimals
     lo = engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=x - 0.005, **RUN)
     hi = engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=x + 0.005 - 1e-9, **RUN)
     for p in (lo, hi):
         assert not p.fits
         assert f"({log['needed_kv_cache_gib']:.2f} GiB KV cache is needed" in p.refusal
-        assert p.weights_bytes is None and p.source == "given"
+        assert p.source == "given"  # the weights: calc.serving.v4_weights for this run
+        assert p.weights_bytes == vllm_v4_weight_bytes(p_spec, 2, 2, 16384, (0, 22, 0), "gh200")
+        assert p.log_lines[1] == f"Model loading took {p.weights_bytes / GIB:.4f} GiB"
         assert p.log_lines[-1] == f"ValueError: {p.refusal}"
     est = [int(p.refusal.split("maximum model length is ")[1].split(".")[0]) for p in (lo, hi)]
     assert est[0] <= log["estimated_max_model_len"] <= est[1]
 
 
 def test_what_the_v4_plan_cannot_know_is_refused_by_name():
-    with pytest.raises(ValueError, match="'available_kv_gib' must be given for DeepSeek-V4"):
+    with pytest.raises(
+        ValueError,
+        match="'available_kv_gib' must be given for DeepSeek-V4.*"
+        r"weights per GPU are modelled \(\d+\.\d\d GiB a GPU\) but not its profile",
+    ):
         engine_plan("deepseek-v4-flash", "gh200", **RUN)
+    p = engine_plan("deepseek-v4-flash", "b200", available_kv_gib=5.0, **RUN)
+    assert p.weights_bytes is None  # SM100: vLLM's TRT-LLM / DeepGEMM fp4 experts
     with pytest.raises(ValueError, match="modelled for vLLM only"):
         engine_plan("deepseek-v4-flash", "gh200", "sglang", available_kv_gib=5.0)
     with pytest.raises(ValueError, match="'weight_dtype' is not modelled for DeepSeek-V4"):

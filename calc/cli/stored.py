@@ -23,10 +23,6 @@ def stored_summary(spec) -> dict:
 
 
 def print_stored(spec) -> None:
-    if spec.is_v4:  # calc.weight_bytes refuses it, saying why
-        print("\nstored weights (what a checkpoint's safetensors hold)")
-        print_pairs([("checkpoint", "not modelled for DeepSeek-V4 (fp4 experts, fp32 mHC)")])
-        return
     s = stored_summary(spec)
     q = spec.quantization
     if q is None:
@@ -35,6 +31,8 @@ def print_stored(spec) -> None:
             what += " (no torch_dtype given: bf16 assumed)"
     else:
         schemes = ", ".join(_scheme_text(x) for x in q.schemes)
+        if q.expert_dtype == "fp4":  # DeepSeek-V4 (calc/quant/weights_v4.py)
+            schemes += "; routed experts 4-bit fp4, group 32, e8m0 scales"
         what = f"{q.method}: {schemes}; the rest in {s['base_dtype']}"
     print("\nstored weights (what a checkpoint's safetensors hold)")
     print_pairs([("checkpoint", what)])

@@ -151,6 +151,9 @@ def _quantization(outer: dict, text: dict, origin: str) -> QuantConfig | None:
     qc = outer.get("quantization_config", text.get("quantization_config"))
     if qc is None:
         return None
+    experts = text.get("expert_dtype")  # DeepseekV4Config.__post_init__ moves it into its
+    if text.get("model_type") == "deepseek_v4" and experts is not None and isinstance(qc, dict):
+        qc = {"expert_dtype": experts, **qc}  # quantization_config (V4.1 ships it there)
     dtype = _stored_dtype(outer, text) or "bfloat16"
     return parse_quantization_config(qc, dtype=dtype, origin=f"{origin}: quantization_config")
 

@@ -7,7 +7,8 @@ num_hidden_layers) gives layer_types when none are listed, else the default sche
 layers, then CSA / HCA alternating); `compress_rate_csa` / `compress_rate_hca` override
 `compress_rates`; `num_hash_layers` (default 3) gives the hash_moe / moe schedule;
 `qk_rope_head_dim` gives partial_rotary_factor (default 64 / 512 of head_dim). Every layer is
-MoE (hash-routed or top-k: the same parameters, only their buffers differ) with one shared
+MoE (hash-routed or top-k: the same parameters, only their buffers differ: num_hash_layers
+keeps how many lead, for the stored tid2eid tables) with one shared
 expert of moe_intermediate_size (DeepseekV4MLP reads `intermediate_size`, which the config maps
 to moe_intermediate_size).
 Refused by name: anything transformers would build differently from what the file says
@@ -83,7 +84,11 @@ def deepseek_v4_fields(cfg: _Config) -> dict:
         fields["index_n_heads"] = cfg.int("index_n_heads", default=64)
         fields["index_head_dim"] = cfg.int("index_head_dim", default=128)
         fields["index_topk"] = cfg.int("index_topk", default=512)
-    _check_mlp_types(cfg, L)  # every layer is MoE whichever the router
+    fields["num_hash_layers"] = _hash_layers(cfg, L)  # every layer is MoE whichever the router
+    thetas = (cfg.data.get("rope_theta", 10000), cfg.data.get("compress_rope_theta", 160000))
+    if thetas[0] == thetas[1]:  # vLLM: one fp32 cos/sin table per base (v4_weights counts 2)
+        raise cfg.fail("compress_rope_theta", f"must differ from rope_theta={thetas[0]} (vLLM "
+                       "then builds one rope table for both layer kinds)")  # fmt: skip
     return fields
 
 
@@ -105,6 +110,10 @@ def _layer_types(cfg: _Config, L: int) -> list[str]:
                 all(r in RATIO_TYPES and not isinstance(r, bool) for r in ratios)):  # fmt: skip
             raise cfg.fail("compress_ratios", f"must list 0, 4 or 128 for each of the {L} layers "
                            "(a trailing MTP entry may follow)")  # fmt: skip
+        if any(ratios[L:]):  # vLLM builds the MTP block window-only (compress_ratio 1), and
+            # the checkpoint's mtp.* tensors are counted so (calc/quant/weights_v4.py)
+            raise cfg.fail("compress_ratios", f"must end with 0 after the {L} layers (the MTP "
+                           f"block's entry): got {ratios[L:]}")  # fmt: skip
         types = [RATIO_TYPES[r] for r in ratios]
     if types is None:  # DeepseekV4Config.__post_init__'s default schedule
         types = [V4_TYPES[2]] * min(L, 2) + [
@@ -131,13 +140,20 @@ def _rates(cfg: _Config) -> dict[str, int]:
     return rates
 
 
-def _check_mlp_types(cfg: _Config, L: int) -> None:
+def _hash_layers(cfg: _Config, L: int) -> int:
+    """How many leading layers route by tid2eid: `num_hash_layers` (default 3), or the hash_moe
+    prefix of `mlp_layer_types` (vLLM routes layer i by tid2eid when i < num_hash_layers, so a
+    hash_moe layer after a moe one is refused)."""
     mlp = cfg.data.get("mlp_layer_types")
     if mlp is None:
-        cfg.int("num_hash_layers", default=3, low=0)  # hash routing: buffers only, no count
-        return
+        return cfg.int("num_hash_layers", default=3, low=0)  # layer i hashed if i < it
     if not (isinstance(mlp, list) and len(mlp) >= L and set(mlp) <= set(MLP_TYPES)):
         raise cfg.fail("mlp_layer_types", f"must name hash_moe or moe for each of the {L} layers")
+    n = next((i for i, t in enumerate(mlp[:L]) if t != "hash_moe"), L)
+    if "hash_moe" in mlp[n:L]:
+        raise cfg.fail("mlp_layer_types", "must list the hash_moe layers first (vLLM's "
+                       "num_hash_layers)")  # fmt: skip
+    return n
 
 
 def deepseek_v4_rope(cfg: _Config, fields: dict) -> dict:

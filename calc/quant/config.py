@@ -166,6 +166,9 @@ class QuantConfig(BaseModel):
     dtype: str = "bf16"  # unquantized tensors (config.json torch_dtype)
     kv_cache: KVCacheScheme | None = None
     format: str | None = None  # compressed-tensors' global format, for reports
+    # fp8's MoE experts: "fp4" packs two e2m1 values a byte with one ue8m0 scale per 32 inputs
+    # (transformers FineGrainedFP8Config.expert_dtype; DeepSeek-V4: calc/quant/weights_v4.py)
+    expert_dtype: Literal["fp8", "fp4"] = "fp8"
 
     @model_validator(mode="after")
     def _check(self) -> QuantConfig:

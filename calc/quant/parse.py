@@ -160,8 +160,7 @@ def _bnb(f: Fields, dtype: str) -> QuantConfig:
 def _fp8(f: Fields, dtype: str) -> QuantConfig:
     if f.names("modules_to_convert"):
         raise f.fail("modules_to_convert", "must be empty: fp8 embeddings are not counted")
-    if f.get("expert_dtype", default="fp8")[1] != "fp8":
-        raise f.fail("expert_dtype", "must be 'fp8' (fp4-packed experts are not counted)")
+    experts = f.choice("expert_dtype", ("fp8", "fp4"), "fp8")
     block = f.data.get("weight_block_size")
     if block is not None and not (
         isinstance(block, list | tuple)
@@ -180,7 +179,9 @@ def _fp8(f: Fields, dtype: str) -> QuantConfig:
         input_scale="tensor" if static else None,
     )
     ignore = f.skips("modules_to_not_convert", "ignored_layers")
-    return QuantConfig(method="fp8", schemes=(scheme,), ignore=ignore, dtype=dtype)
+    return QuantConfig(
+        method="fp8", schemes=(scheme,), ignore=ignore, dtype=dtype, expert_dtype=experts
+    )
 
 
 def _mxfp4(f: Fields, dtype: str) -> QuantConfig:

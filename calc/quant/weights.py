@@ -22,15 +22,13 @@ base dtype (calc/quant/stored.py): its multi-token-prediction layers whenever
 its own copy of embed_tokens and shared_head.head; eh_proj is never quantized), DeepSeek-V3 /
 GLM-4.5's fp32 `e_score_correction_bias` buffers (label "router:e_score_correction_bias") and
 DeepSeek-V3.2's fp32 norms ("norm:fp32"). tests/test_quant_checkpoints_fp8.py and
-tests/test_hub_counts.py check them against the Hub's per-dtype counts.
-
+tests/test_hub_counts.py check them against the Hub's per-dtype counts. DeepSeek-V4 (fp4
+experts, fp32 hyper-connections, int64 tid2eid) has its own layout: calc/quant/weights_v4.py.
 A multimodal checkpoint's vision tower and projector (spec.vision, calc/vision.py) are the
 "vision" component, in the base dtype; a quantization config that would convert them is refused.
-
-But: KV-cache scales are
-counted for the decoder layers only (no checkpoint with both stored KV scales and an MTP layer
-has been checked); bitsandbytes double quantization is exact only up to the JSON length of each
-matrix's nested_offset float (see layout.BNB_NESTED_OFFSET_CHARS).
+But: KV-cache scales are counted for the decoder layers only (no checkpoint with both stored KV
+scales and an MTP layer has been checked); bitsandbytes double quantization is exact only up to
+the JSON length of each matrix's nested_offset float (see layout.BNB_NESTED_OFFSET_CHARS).
 """
 
 from __future__ import annotations
@@ -52,6 +50,7 @@ from calc.quant.stored import (
     fp32_norms,
     vision_values,
 )
+from calc.quant.weights_v4 import refuse_fp4_experts, v4_weight_bytes_breakdown
 from calc.spec import ModelSpec
 
 # Families whose transformers 4.x MoE block built the router as nn.Linear (MixtralSparseMoeBlock
@@ -210,6 +209,7 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
     if q is None:
         result = {c: n * base for c, n in params.items() if c in COMPONENTS}
         return _with_vision(_fp32_values(result, fp32, buffers, base), vision)
+    refuse_fp4_experts(q)  # transformers FP8Experts' fp4 packing: read for V4 only
     out: dict[str, int] = {}
     left = dict(params)
     for x, s, copies, parts in _entries(spec, q):
@@ -273,21 +273,14 @@ def weight_bytes_breakdown(spec: ModelSpec, dtype: str | None = None) -> dict[st
     """Stored bytes by label: "<component>" in the base dtype, "<component>:<part>" for the
     quantized matrices' packed weights, scales, zeros, g_idx, meta, act_scales and bias,
     "kv_scales", and "vision" (a multimodal checkpoint's vision tower and projector, which
-    calc.param_breakdown, the language model's, leaves out). `dtype`: the base dtype (default: the quantization config's, else the config's
-    torch_dtype, else bf16)."""
-    if spec.is_v4:
-        raise ValueError(
-            "'spec' is DeepSeek-V4, whose stored bytes are not modelled: its checkpoint keeps "
-            "experts in fp4 (config.json expert_dtype) beside fp8 blocks with ue8m0 scales, "
-            "fp32 hyper-connection / sink / position-bias tensors and int64 tid2eid buffers; "
-            "parameter counts (calc.param_count) are: got model " + repr(spec.name)
-        )
+    calc.param_breakdown, the language model's, leaves out); DeepSeek-V4's: weights_v4.py.
+    `dtype`: the base dtype (default: the quantization config's, else torch_dtype, else bf16)."""
     q = spec.quantization
     d = dtype_name(dtype if dtype is not None else stored_dtype(spec), "dtype")
     key = ("weight_bytes", d)
     memo = spec.memo
     if key not in memo:
-        memo[key] = _breakdown(spec, q, d)
+        memo[key] = v4_weight_bytes_breakdown(spec, d) if spec.is_v4 else _breakdown(spec, q, d)
     return dict(memo[key])
 
 

@@ -54,16 +54,28 @@ def _refusal_figures(cid: str, log: dict, lo, hi, x: float) -> list[Check]:
 
 
 def v4_checks(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
-    """DeepSeek-V4 (calc.serving.plan_v4): the report given the logged memory; its weights,
-    and so the memory from first principles, are not modelled."""
+    """DeepSeek-V4 (calc.serving.plan_v4): the report given the logged memory, and the weights
+    per GPU where calc.serving.v4_weights models the run; the available memory from first
+    principles is not modelled (its activation peak)."""
     cid, log = case["id"], case["logged"]
     out = given_memory_checks(case, spec, hw, None, s, None, None)
+    x = log.get("available_kv_cache_gib")
     if log.get("refused"):
-        x = log["available_kv_cache_gib"]
         p = engine_plan(spec, hw, available_kv_gib=x, **s)
         out.append(_eq(cid, "refused at start-up", True, not p.fits, f"given {x} GiB"))
-    why = "DeepSeek-V4's weights per GPU (fp4 experts, fp32 hyper-connections)"
-    out.append(Check(cid, "weights, available memory", "-", "-", "not modelled", why))
+    if "weights_gib" in log:
+        from calc.serving.v4_weights import check_v4_vllm
+
+        p = engine_plan(spec, hw, available_kv_gib=x if x is not None else 1.0, **s)
+        if p.weights_bytes is not None:
+            out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
+        else:
+            try:  # the reason it is not modelled
+                check_v4_vllm(spec, tuple(map(int, p.version.split("."))), hw.name)
+            except ValueError as e:
+                out.append(Check(cid, "weights_gib", "-", "-", "not modelled", str(e)))
+    why = "DeepSeek-V4's activation peak (hyper-connections, compressors, indexer, fp4 MoE)"
+    out.append(Check(cid, "available memory", "-", "-", "not modelled", why))
     return out
 
 

@@ -83,10 +83,10 @@ def prepare(
     """Everything a plan needs that no memory figure changes: the resolved config, the KV
     layout, the weights of each pipeline rank."""
     spec, hw = resolve_model(model), resolve_hardware(gpu)
-    if spec.is_v4:  # engine_plan's own path (plan_v4): its weights are not modelled
+    if spec.is_v4:  # engine_plan's own path (plan_v4): its activation peak is not modelled
         raise ValueError(
-            f"'model' {spec.name!r} is DeepSeek-V4: its weights per GPU (fp4 experts) are not "
-            "modelled; engine_plan plans its vLLM KV cache from a given available memory"
+            f"'model' {spec.name!r} is DeepSeek-V4: its activation peak is not modelled (weights: "
+            "calc.serving.v4_weights); engine_plan plans its vLLM KV cache from a given memory"
         )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None

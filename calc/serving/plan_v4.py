@@ -2,9 +2,12 @@
 
 The cache is calc.serving.v4_cache's (vLLM 0.20.0 - 0.23.x: one full-attention group of
 compressed latents and indexer keys, sliding groups of window and compressor-state pages, the
-layer-tuple packing). The weights are not modelled (the checkpoint's fp4 experts and fp32
-hyper-connection tensors: calc.quant refuses its stored bytes), so a plan needs the available
-memory from a log (`available_kv_gib`), and SGLang is refused by name.
+layer-tuple packing). The weights per GPU ("Model loading took") are calc.serving.v4_weights'
+where it models the GPU and release (else None: check_v4_vllm says why). The rest of the
+non-KV memory is not: the profile run's activation peak (hyper-connections' 4 streams, the
+compressors and the indexer, Marlin's fp4 MoE workspace), which calc.serving.overheads
+estimates for other models' forward passes only, and no V4 log gives it. So a plan needs the
+available memory from a log (`available_kv_gib`), and SGLang is refused by name.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from calc.serving import figures as f
 from calc.serving.engine import engine_config
 from calc.serving.figures import GIB
 from calc.serving.v4_cache import KERNEL_BLOCK, V4Attention, v4_layout
+from calc.serving.v4_weights import check_v4_vllm, vllm_v4_weight_bytes
 from calc.spec import ModelSpec
 
 
@@ -45,11 +49,6 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
             f"'engine' {engine!r}: DeepSeek-V4's KV cache is modelled for vLLM only "
             "(calc.serving.v4_cache)"
         )
-    if given_gib is None:
-        raise ValueError(
-            "'available_kv_gib' must be given for DeepSeek-V4: its weights per GPU (fp4 experts, "
-            "fp32 hyper-connections) are not modelled, so the available memory cannot be derived"
-        )
     chosen = settings.get("block_size") is None
     if chosen:  # platforms/interface.py update_block_size_for_backend (0.22.0: 489-500): the
         # backend's preferred size when --block-size is not given, V4's FlashMLA kernel block
@@ -63,6 +62,14 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         model_name=spec.name,
         **settings,
     )
+    weights, note = _weights(spec, config, hw.name)
+    if given_gib is None:
+        w = f"{weights / GIB:.2f} GiB a GPU" if weights is not None else note
+        raise ValueError(
+            "'available_kv_gib' must be given for DeepSeek-V4: its weights per GPU are modelled "
+            f"({w}) but not its profile run's activation peak, so the available memory cannot "
+            "be derived"
+        )
     hybrid = not config.disable_hybrid_kv_cache_manager
     lay = v4_layout(
         v4_attention(spec),
@@ -80,6 +87,8 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
     refusal = lay.refusal(a, L, mbt)
     lines = [f"Setting kv cache block size to {KERNEL_BLOCK} for V4_FLASHMLA_SPARSE backend."]
     lines = lines if chosen else []
+    if weights is not None:
+        lines.append(f"Model loading took {weights / GIB:.4f} GiB")
     lines += [
         f"Available KV cache memory: {a / GIB:.2f} GiB",
         f"GPU KV cache size: {tokens:,} tokens",
@@ -89,8 +98,8 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         lines.append(f"ValueError: {refusal}")
     fields = dict(
         max_num_batched_tokens=mbt,
-        weights_bytes=None,
-        weights_gib=None,
+        weights_bytes=weights,
+        weights_gib=round(weights / GIB, 2) if weights is not None else None,
         activation_bytes=None,
         non_torch_bytes=None,
         cudagraph_bytes=None,
@@ -105,3 +114,15 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         log_lines=lines,
     )
     return config, fields
+
+
+def _weights(spec: ModelSpec, config, gpu: str) -> tuple[int | None, str]:
+    """(vLLM's weights per GPU or None, why not): calc.serving.v4_weights for this run."""
+    tp = config.tensor_parallel_size
+    ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
+    try:
+        check_v4_vllm(spec, config.version_tuple, gpu, config.pipeline_parallel_size)
+    except ValueError as e:
+        return None, f"not modelled here: {e}"
+    return vllm_v4_weight_bytes(spec, tp, ep, config.max_num_batched_tokens,
+                                config.version_tuple, gpu), ""  # fmt: skip
