@@ -56,7 +56,7 @@ def test_what_the_v4_plan_cannot_know_is_refused_by_name():
     auto = {**RUN, "kv_cache_dtype": "auto"}  # vLLM asserts an fp8 cache for V4
     with pytest.raises(ValueError, match="'kv_cache_dtype' must be one of"):
         engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=5.0, **auto)
-    with pytest.raises(ValueError, match="'version' must be below 0.24.0"):
+    with pytest.raises(ValueError, match="'version' must be below 0.30.0"):
         engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=5.0, **{**RUN, "version": None})
 
 
