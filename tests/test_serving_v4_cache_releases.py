@@ -106,13 +106,16 @@ def test_027_028_unpadded_pages_and_largest_group_block(version):
     assert lay.request_bytes(L, MNBT) == 22 * pages_per_request(2 * MNBT) * 47808
 
 
-def test_029_packed_groups():
+@pytest.mark.parametrize("version", [(0, 29, 0), (0, 30, 0), (0, 31, 0), (0, 32, 0), (0, 33, 0)])
+def test_029_to_033_packed_groups(version):
     """0.29.0 _get_packed_kv_cache_groups (kv_cache_utils.py:1668-1781): buckets full (21 / 21
     / 20 pages: unbalanced, kept whole), SWA (43: balanced), C4 states (21 / 21: balanced, two
     sizes: floor 21), C128 state (20); repeats = _approximate_gcd([43, 21, 20], >= 21) = 22
     (padding 1 + 1 + 2 = 4; 21 gives 20 + 0 + 1); SWA in cdiv(43, 22) = 2 groups. One request:
-    block bytes x the groups' pages (_max_memory_usage_bytes_from_groups :2041-2071)."""
-    lay = v4_layout(FLASH, (0, 29, 0))
+    block bytes x the groups' pages (_max_memory_usage_bytes_from_groups :2041-2071).
+    0.30.0 - 0.33.0 keep all of it for V4 with block 256 (v4_cache's docstring: 0.32.0's
+    block-stride alignment is 1 when every fixed kernel block equals the block)."""
+    lay = v4_layout(FLASH, version)
     shape = sorted((g.kind, g.block_size, g.window, len(g.pages)) for g in lay.groups)
     assert shape == sorted(
         [
@@ -128,6 +131,18 @@ def test_029_packed_groups():
     assert lay.max_concurrency(777, L, MNBT) == 777 / pages_per_request(2 * MNBT)
 
 
+def test_029_refusal_holds_back_the_null_block():
+    """0.29.0 get_kv_cache_configs (kv_cache_utils.py:2316-2336): the one-request check gets the
+    memory less one block (the BlockPool's null block); 0.28.0 checks the whole memory."""
+    new, old = v4_layout(FLASH, (0, 29, 0)), v4_layout(FLASH, (0, 28, 0))
+    need_new = 1_002_240 * pages_per_request(2 * MNBT)
+    assert new.refusal(need_new + 1_002_240, L, MNBT) is None
+    assert "available KV cache memory" in new.refusal(need_new + 1_002_239, L, MNBT)
+    need_old = 22 * pages_per_request(2 * MNBT) * 47808
+    assert old.refusal(need_old, L, MNBT) is None
+    assert old.refusal(need_old - 1, L, MNBT) is not None
+
+
 def test_029_splits_a_balanced_full_bucket():
     """A model with as many C4 as C128 layers (20 + 20, 2 SWA-only): the full bucket is
     balanced (20 / 20 / 20) with three sizes, floor 20; repeats = _approximate_gcd([20, 42,
@@ -138,7 +153,6 @@ def test_029_splits_a_balanced_full_bucket():
     assert sorted(len(g.pages) for g in lay.groups) == [20, 21, 21, 40, 60]
 
 
-@pytest.mark.parametrize("version", [(0, 30, 0), (0, 33, 0)])
-def test_later_releases_are_refused(version):
-    with pytest.raises(ValueError, match="'version' must be below 0.30.0"):
-        v4_layout(FLASH, version)
+def test_later_releases_are_refused():
+    with pytest.raises(ValueError, match="'version' must be below 0.34.0"):
+        v4_layout(FLASH, (0, 34, 0))

@@ -31,7 +31,7 @@ kv_cache_interface.py:463-495). Blocks (:1179-1233): available // (T x n'); from
 available // sum over page sizes of page x its most slots in any group
 (_bucket_layers_by_page_size). The refusal and its binary search: :691-729, :1804-1836.
 
-Later releases (sdists 0.24.0 - 0.29.0 read; file:line of the release named):
+Later releases (sdists 0.24.0 - 0.33.0 read; file:line of the release named):
 - 0.24.0: the allocator is renamed _get_kv_cache_config_packed (kv_cache_utils.py:1282), same
   divisor; SM 12.x GPUs default to DeepseekV4FlashInferSM120Attention (nvidia/model.py:746-768),
   whose plain-row pages are not modelled; every other CUDA GPU keeps FlashMLA's fp8_ds_mla.
@@ -48,9 +48,19 @@ Later releases (sdists 0.24.0 - 0.29.0 read; file:line of the release named):
   (0.28.0's page formula heads x block / compress x content, kv_cache_interface.py:251, gives
   the same pages; extra_retained_tokens, :560-568, is 0 without multi-module MTP).
 - 0.29.0: _get_packed_kv_cache_groups (v4_groups); one request needs the block bytes x the sum
-  over groups of their pages (_max_memory_usage_bytes_from_groups :2041-2071).
-0.30.0 rewrites the allocator again (_get_kv_cache_bytes_per_block, the packed groups, the
-concurrency): refused until read.
+  over groups of their pages (_max_memory_usage_bytes_from_groups :2041-2071); the one-request
+  check plans against the memory less the null block (get_kv_cache_configs :2316-2336), the
+  blocks are still available // block (get_kv_cache_config_from_groups :1437-1440).
+- 0.30.0 - 0.33.0 change nothing V4 on FlashMLA reaches: 0.30.0's HiSparse / host groups /
+  GLM-5 branches need a hisparse_config or Mamba layers (kv_cache_utils.py get_kv_cache_groups,
+  _get_kv_cache_bytes_per_block); V4's SWA keeps 584 B / 576 (sparse_swa.py:81-83, the new
+  arguments are V4.1's); 0.31.0's spec fields (dcp_sharded, max_tp_shards, bounded_replay) do
+  not size pages; 0.32.0 rounds the block up to each layer's block_stride_alignment
+  (_get_kv_cache_bytes_per_block), which customize_attention_spec (v1/worker/utils.py:476-487)
+  sets to 1 here: the FlashMLA V4 and indexer backends take [256] = the block, the SWA and
+  compressor backends MultipleOf(32) / MultipleOf(1); 0.33.0 moves the planner to
+  v1/core/kv_cache_planning.py (same functions, :574-606, :914-1042, :1253-1286, :1536-1579)
+  behind DefaultKVCacheConfigBuilder, which no V4 model overrides.
 """
 
 from __future__ import annotations
@@ -68,7 +78,8 @@ from calc.serving.v4_groups import (
 )
 
 V4_FROM = (0, 20, 0)  # registry.py: DeepseekV4ForCausalLM (absent in 0.19.0)
-V4_READ_UNTIL = (0, 30, 0)  # releases read: 0.20.0 - 0.29.0; later ones are refused
+V4_READ_UNTIL = (0, 34, 0)  # releases read: 0.20.0 - 0.33.0; later ones are refused
+NULL_BLOCK_FROM = (0, 29, 0)  # the refusal plans against the memory less one block
 BUCKET_BLOCKS_FROM = (0, 23, 0)  # _get_kv_cache_config_deepseek_v4: per-page-size buckets
 IN_FLIGHT_FROM = (0, 26, 0)  # sliding admission: max_in_flight_tokens
 TOKENS_FROM_CONCURRENCY = (0, 21, 0)  # "GPU KV cache size" = int(concurrency x L)
@@ -149,6 +160,10 @@ class V4Layout:
         return result
 
     def refusal(self, available_bytes, max_model_len, max_num_batched_tokens) -> str | None:
+        """_check_enough_kv_cache_memory; from 0.29.0 on the memory less the null block the
+        BlockPool holds back (get_kv_cache_configs, 0.29.0 kv_cache_utils.py:2316-2336)."""
+        if self.version >= NULL_BLOCK_FROM and available_bytes > 0:
+            available_bytes -= self.block_bytes()
         needed = self.request_bytes(max_model_len, max_num_batched_tokens)
         longest = 0
         if 0 < available_bytes < needed:
@@ -191,8 +206,8 @@ def _check(m: V4Attention, version, kv_cache_dtype, block_size, pp, dcp, hybrid)
         )
     if version >= V4_READ_UNTIL:
         raise ValueError(
-            f"'version' must be below 0.30.0 for vLLM's DeepSeek-V4 caches (releases read: "
-            f"0.20.0 - 0.29.0; 0.30.0 rewrites the packed allocator): got {v}"
+            f"'version' must be below 0.34.0 for vLLM's DeepSeek-V4 caches (releases read: "
+            f"0.20.0 - 0.33.0): got {v}"
         )
     if kv_cache_dtype not in KV_DTYPES:
         raise ValueError(
