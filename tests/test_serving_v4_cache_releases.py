@@ -156,3 +156,24 @@ def test_029_splits_a_balanced_full_bucket():
 def test_later_releases_are_refused():
     with pytest.raises(ValueError, match="'version' must be below 0.34.0"):
         v4_layout(FLASH, (0, 34, 0))
+
+
+# A public 0.27.1 deployment (2 x DGX Spark, TP 2, DeepSeek-V4-Flash-0731, fp8_ds_mla, block 256,
+# max_num_batched_tokens 8192, --async-scheduling), its ops note quoting the report in prose:
+# https://github.com/nepenth/deepseek-v4-flash-gb10/blob/a53fa250d88211423d2818db102eb5aa06e67a4c/docs/OPS_400K_KVMEM_2026-08-13.md
+# "First 400k boot without `--kv-cache-memory`: 18.18 GiB / **944,766** tokens (2.36×)" and
+# "`--kv-cache-memory=28235618304` (26.3 GiB ...) Result: **1,366,743 tokens · 3.42×**".
+# The 1M boot of the same serve, quoted as log lines, is an engine_logs case
+# (benchmarks/engine_logs/vllm-nepenth-gb10-v4-flash-0731-1m-kvmem.toml).
+def test_0271_at_400k_reproduces_the_ops_note():
+    lay = v4_layout(FLASH, (0, 27, 1))
+    n = 28235618304 // 1_002_240
+    pages = cdiv(400000, 256) + 2 * 259 + 4099 + 2065  # sliding ones at 2 x 8192 in flight
+    assert sliding_pages(2 * 8192) == 2 * 259 + 4099 + 2065  # windows end below L either way
+    assert lay.num_blocks(28235618304) == n == 28172
+    assert lay.gpu_kv_cache_tokens(n, 400000, 8192) == int(n / pages * 400000) == 1_366_743
+    assert f"{lay.max_concurrency(n, 400000, 8192):.2f}" == "3.42"
+    lo = lay.num_blocks(int(18.175 * 2**30))
+    hi = lay.num_blocks(int(18.185 * 2**30))
+    tokens = [lay.gpu_kv_cache_tokens(k, 400000, 8192) for k in (lo, hi)]
+    assert tokens[0] <= 944_766 <= tokens[1]
