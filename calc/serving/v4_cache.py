@@ -34,7 +34,10 @@ available // sum over page sizes of page x its most slots in any group
 Later releases (sdists 0.24.0 - 0.33.0 read; file:line of the release named):
 - 0.24.0: the allocator is renamed _get_kv_cache_config_packed (kv_cache_utils.py:1282), same
   divisor; SM 12.x GPUs default to DeepseekV4FlashInferSM120Attention (nvidia/model.py:746-768),
-  whose plain-row pages are not modelled; every other CUDA GPU keeps FlashMLA's fp8_ds_mla.
+  which keeps the fp8_ds_mla layout (nvidia/flashinfer_sparse.py:513, use_fp8_ds_mla_layout
+  True through 0.33.0) and kernel block [256] (:65-66): the same pages. Only the SM100
+  FlashInfer class picked by --attention-backend FLASHINFER_MLA_SPARSE_DSV4 stores plain rows
+  (use_fp8_ds_mla_layout False): not modelled (kvcalc has no attention-backend setting).
 - 0.25.0: non-fp8_ds_mla pages align to 512 B (compressor.py:165, attention.py:621, :659); the
   fp8_ds_mla pages keep 576: no change here.
 - 0.26.0: the sliding admission counts vllm_config.max_in_flight_tokens (kv_cache_interface.py
