@@ -98,6 +98,7 @@ def check_v4(s: ModelSpec) -> None:
     # carries them (its defaults), whatever layer_types holds
     if s.include_mtp:
         raise ValueError(
-            "'include_mtp' is not supported for DeepSeek-V4: transformers builds no MTP layer "
-            "(it skips mtp.* on load) and kvcalc has no source for its exact shapes; got true"
+            "'include_mtp' is not supported for DeepSeek-V4's parameter count: transformers "
+            "builds no MTP layer (it skips mtp.* on load), so no count checks it; its stored "
+            "bytes, MTP block included, are calc.weight_bytes; got true"
         )

@@ -131,7 +131,7 @@ def test_block_divisor_by_release():
     ("kwargs", "field"),
     [
         ({"version": (0, 19, 0)}, "'version'"),
-        ({"version": (0, 33, 0)}, "'version'"),
+        ({"version": (0, 34, 0)}, "'version'"),
         ({"kv_cache_dtype": "auto"}, "'kv_cache_dtype'"),
         ({"kv_cache_dtype": "bf16"}, "'kv_cache_dtype'"),
         ({"block_size": 128}, "'block_size'"),

@@ -58,7 +58,17 @@ def v4_checks(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
     per GPU where calc.serving.v4_weights models the run; the available memory from first
     principles is not modelled (its activation peak)."""
     cid, log = case["id"], case["logged"]
-    out = given_memory_checks(case, spec, hw, None, s, None, None)
+    b = case.get("kv_cache_memory_bytes")  # --kv-cache-memory: the available memory exactly
+    if b is None:
+        out = given_memory_checks(case, spec, hw, None, s, None, None)
+    else:
+        p = engine_plan(spec, hw, available_kv_gib=b / GIB, **s)
+        note = f"given --kv-cache-memory {b:,} B"
+        out = [_eq(cid, "GPU KV cache size, tokens", log["gpu_kv_cache_tokens"],
+                   p.gpu_kv_cache_tokens, note)]  # fmt: skip
+        if "max_concurrency" in log:
+            want, got = f"{log['max_concurrency']:.2f}", f"{p.max_concurrency:.2f}"
+            out.append(_eq(cid, "maximum concurrency", want, got, note))
     x = log.get("available_kv_cache_gib")
     if log.get("refused"):
         p = engine_plan(spec, hw, available_kv_gib=x, **s)

@@ -1,6 +1,6 @@
 """vLLM's start-up report for DeepSeek-V4, given the available KV-cache memory.
 
-The cache is calc.serving.v4_cache's (vLLM 0.20.0 - 0.23.x: one full-attention group of
+The cache is calc.serving.v4_cache's (vLLM 0.20.0 - 0.29.x: one full-attention group of
 compressed latents and indexer keys, sliding groups of window and compressor-state pages, the
 layer-tuple packing). The weights per GPU ("Model loading took") are calc.serving.v4_weights'
 where it models the GPU and release (else None: check_v4_vllm says why). The rest of the

@@ -23,18 +23,47 @@ only with --attention-backend FLASHINFER_MLA_SPARSE_DSV4: not modelled). The Fla
 backend's kernel block is 256 (nvidia/flashmla.py:81-82), the SWA backend prefers 256.
 No TP/EP term: num_kv_heads is 1 and every rank holds every layer's caches whole.
 
-Grouping (v1/core/kv_cache_utils.py, 0.22.0): group_and_unify_kv_cache_specs (:1420-1455) puts
-the MLAAttentionSpec layers in one UniformTypeKVCacheSpecs ("full") and the sliding ones in one
-per (block_size, sliding_window); _get_kv_cache_groups_uniform_groups (:1493-1591): a layer
-tuple is one layer of each distinct full page size (T = their sum); the number of tuples n =
-_approximate_gcd(most-common page count of each group, lower bound the full group's) (:1458);
-each sliding page is padded to the smallest full page >= it and each sliding group split in
-cdiv(layers per page size, n) groups (layers[i::k]). One request of L tokens needs (:1741-1801)
-sum over groups of n' x pages x T, n' the largest most-common count after splitting, pages
-cdiv(L, block) (full) or cdiv(min(window - 1 + max_num_batched_tokens, L), block) + 1
-(sliding, kv_cache_interface.py:463-495). Blocks (:1179-1233): available // (T x n'); from
-0.23.0 available // sum over page sizes of page x its most slots in any group
+Grouping: calc.serving.v4_groups (release by release). One request of L tokens needs
+(_max_memory_usage_bytes_from_groups, 0.22.0 :1741-1801) sum over groups of n' x pages x T, n'
+the largest most-common count after splitting, T the sum of the distinct full pages, pages
+cdiv(L, block) (full) or cdiv(min(window - 1 + in-flight tokens, L), block) + 1 (sliding,
+kv_cache_interface.py:463-495). Blocks (:1179-1233): available // (T x n'); from 0.23.0
+available // sum over page sizes of page x its most slots in any group
 (_bucket_layers_by_page_size). The refusal and its binary search: :691-729, :1804-1836.
+
+Later releases (sdists 0.24.0 - 0.33.0 read; file:line of the release named):
+- 0.24.0: the allocator is renamed _get_kv_cache_config_packed (kv_cache_utils.py:1282), same
+  divisor; SM 12.x GPUs default to DeepseekV4FlashInferSM120Attention (nvidia/model.py:746-768),
+  which keeps the fp8_ds_mla layout (nvidia/flashinfer_sparse.py:513, use_fp8_ds_mla_layout
+  True through 0.33.0) and kernel block [256] (:65-66): the same pages. Only the SM100
+  FlashInfer class picked by --attention-backend FLASHINFER_MLA_SPARSE_DSV4 stores plain rows
+  (use_fp8_ds_mla_layout False): not modelled (kvcalc has no attention-backend setting).
+- 0.25.0: non-fp8_ds_mla pages align to 512 B (compressor.py:165, attention.py:621, :659); the
+  fp8_ds_mla pages keep 576: no change here.
+- 0.26.0: the sliding admission counts vllm_config.max_in_flight_tokens (kv_cache_interface.py
+  :567-596) = max_concurrent_batches x max_num_batched_tokens (config/vllm.py:512-533): 2 with
+  async scheduling (the default unless a non-EAGLE/MTP drafter or an executor without it
+  disables it, :1059-1107) and PP 1, else PP (1).
+- 0.27.0: sliding pages are no longer padded (v4_groups); the pool's block is the largest
+  group's sum of pages (_get_packed_kv_cache_layout :1283-1306, num_blocks :1342); the
+  concurrency is num_blocks / sum over groups of their pages per request
+  (get_max_concurrency_for_kv_cache_config :937-960). 0.27.1 and 0.28.0 change nothing here
+  (0.28.0's page formula heads x block / compress x content, kv_cache_interface.py:251, gives
+  the same pages; extra_retained_tokens, :560-568, is 0 without multi-module MTP).
+- 0.29.0: _get_packed_kv_cache_groups (v4_groups); one request needs the block bytes x the sum
+  over groups of their pages (_max_memory_usage_bytes_from_groups :2041-2071); the one-request
+  check plans against the memory less the null block (get_kv_cache_configs :2316-2336), the
+  blocks are still available // block (get_kv_cache_config_from_groups :1437-1440).
+- 0.30.0 - 0.33.0 change nothing V4 on FlashMLA reaches: 0.30.0's HiSparse / host groups /
+  GLM-5 branches need a hisparse_config or Mamba layers (kv_cache_utils.py get_kv_cache_groups,
+  _get_kv_cache_bytes_per_block); V4's SWA keeps 584 B / 576 (sparse_swa.py:81-83, the new
+  arguments are V4.1's); 0.31.0's spec fields (dcp_sharded, max_tp_shards, bounded_replay) do
+  not size pages; 0.32.0 rounds the block up to each layer's block_stride_alignment
+  (_get_kv_cache_bytes_per_block), which customize_attention_spec (v1/worker/utils.py:476-487)
+  sets to 1 here: the FlashMLA V4 and indexer backends take [256] = the block, the SWA and
+  compressor backends MultipleOf(32) / MultipleOf(1); 0.33.0 moves the planner to
+  v1/core/kv_cache_planning.py (same functions, :574-606, :914-1042, :1253-1286, :1536-1579)
+  behind DefaultKVCacheConfigBuilder, which no V4 model overrides.
 """
 
 from __future__ import annotations
@@ -43,14 +72,19 @@ from collections import Counter
 from dataclasses import dataclass
 
 from calc.serving.memory import cdiv, vllm_v1_refusal
+from calc.serving.v4_groups import (
+    PACKED_GROUPS_FROM,
+    UNPADDED_SLIDING_FROM,
+    V4Group,
+    packed_groups,
+    tuple_groups,
+)
 
 V4_FROM = (0, 20, 0)  # registry.py: DeepseekV4ForCausalLM (absent in 0.19.0)
-V4_READ_UNTIL = (0, 24, 0)  # releases read: 0.20.0 - 0.23.0; later ones are refused
-# Not modelled yet: 0.24.0 renames the allocator (_get_kv_cache_config_packed, same divisor) and
-# adds spec fields; 0.25.0 aligns non-fp8_ds_mla pages to 512; 0.26.0 skips tuple packing when
-# every page is equal (group_and_unify_kv_cache_specs); 0.33.0 has tokens_per_state and
-# state_content_bytes in MLAAttentionSpec.
+V4_READ_UNTIL = (0, 34, 0)  # releases read: 0.20.0 - 0.33.0; later ones are refused
+NULL_BLOCK_FROM = (0, 29, 0)  # the refusal plans against the memory less one block
 BUCKET_BLOCKS_FROM = (0, 23, 0)  # _get_kv_cache_config_deepseek_v4: per-page-size buckets
+IN_FLIGHT_FROM = (0, 26, 0)  # sliding admission: max_in_flight_tokens
 TOKENS_FROM_CONCURRENCY = (0, 21, 0)  # "GPU KV cache size" = int(concurrency x L)
 FP8_DS_MLA_ROW = 584  # kv_cache_interface.py:359 (head_dim 512, rope 64)
 ALIGN = 576  # FlashMLA alignment of every V4 page
@@ -74,27 +108,14 @@ class V4Attention:
 
 
 @dataclass(frozen=True)
-class V4Group:
-    kind: str  # "full" | "sliding"
-    block_size: int
-    window: int | None  # None: full attention
-    pages: tuple[int, ...]  # one padded page per layer of the group
-
-    def blocks_per_request(self, max_model_len, max_num_batched_tokens):
-        if self.window is None:
-            return cdiv(max_model_len, self.block_size)
-        n = min(self.window - 1 + max_num_batched_tokens, max_model_len)
-        return cdiv(n, self.block_size) + 1
-
-    def tuples(self) -> int:
-        """UniformTypeKVCacheSpecs.get_num_layer_tuples: the most common page's count."""
-        return Counter(self.pages).most_common(1)[0][1]
-
-
-@dataclass(frozen=True)
 class V4Layout:
     groups: tuple[V4Group, ...]  # groups[0] is the full-MLA group
     version: tuple[int, int, int]
+    in_flight_batches: int = 1  # max_concurrent_batches (0.26.0+); 1 before
+
+    def _tokens(self, max_num_batched_tokens: int) -> int:
+        """The in-flight tokens of a sliding group's admission."""
+        return self.in_flight_batches * max_num_batched_tokens
 
     @property
     def tuple_bytes(self) -> int:
@@ -108,14 +129,17 @@ class V4Layout:
         """One block of the shared pool (the num_blocks divisor)."""
         if self.version < BUCKET_BLOCKS_FROM:
             return self.tuple_bytes * self.num_tuples
+        if self.version >= UNPADDED_SLIDING_FROM:  # the largest group's pages, side by side
+            return max(sum(g.pages) for g in self.groups)
         sizes = {p for g in self.groups for p in g.pages}
         return sum(p * max(Counter(g.pages)[p] for g in self.groups) for p in sizes)
 
     def request_bytes(self, max_model_len: int, max_num_batched_tokens: int) -> int:
         """_max_memory_usage_bytes_from_groups: one request of max_model_len tokens."""
-        pages = sum(
-            g.blocks_per_request(max_model_len, max_num_batched_tokens) for g in self.groups
-        )
+        t = self._tokens(max_num_batched_tokens)
+        pages = sum(g.blocks_per_request(max_model_len, t) for g in self.groups)
+        if self.version >= PACKED_GROUPS_FROM:
+            return self.block_bytes() * pages
         return self.num_tuples * pages * self.tuple_bytes
 
     def num_blocks(self, available_bytes: int) -> int:
@@ -139,6 +163,10 @@ class V4Layout:
         return result
 
     def refusal(self, available_bytes, max_model_len, max_num_batched_tokens) -> str | None:
+        """_check_enough_kv_cache_memory; from 0.29.0 on the memory less the null block the
+        BlockPool holds back (get_kv_cache_configs, 0.29.0 kv_cache_utils.py:2316-2336)."""
+        if self.version >= NULL_BLOCK_FROM and available_bytes > 0:
+            available_bytes -= self.block_bytes()
         needed = self.request_bytes(max_model_len, max_num_batched_tokens)
         longest = 0
         if 0 < available_bytes < needed:
@@ -149,12 +177,13 @@ class V4Layout:
 
     def max_concurrency(self, num_blocks, max_model_len, max_num_batched_tokens) -> float:
         """get_max_concurrency_for_kv_cache_config as written for UniformTypeKVCacheSpecs groups:
-        a group's page is the sum of its layers' pages, its need the most blocks of a layer."""
+        a group's page is the sum of its layers' pages, its need the most blocks of a layer;
+        from 0.27.0 num_blocks / the sum over groups of their blocks per request."""
+        t = self._tokens(max_num_batched_tokens)
+        if self.version >= UNPADDED_SLIDING_FROM:
+            return num_blocks / sum(g.blocks_per_request(max_model_len, t) for g in self.groups)
         per_group = max(len(g.pages) for g in self.groups)
-        usage = sum(
-            g.blocks_per_request(max_model_len, max_num_batched_tokens) * sum(g.pages)
-            for g in self.groups
-        )
+        usage = sum(g.blocks_per_request(max_model_len, t) * sum(g.pages) for g in self.groups)
         per_block = sum(self.groups[0].pages) * per_group
         return num_blocks / cdiv(per_group * usage, per_block)
 
@@ -171,17 +200,6 @@ def _page(tokens: int, row_bytes: int) -> int:
     return cdiv(tokens * row_bytes, ALIGN) * ALIGN
 
 
-def _approximate_gcd(values: list[int], lower_bound: int) -> int:
-    """kv_cache_utils._approximate_gcd: the d >= lower_bound with the least total round-up
-    padding of the values, ties to the larger d."""
-    best, best_pad = lower_bound, None
-    for d in range(lower_bound, max(values) + 1):
-        pad = sum((d - x % d) % d for x in values)
-        if best_pad is None or pad <= best_pad:
-            best, best_pad = d, pad
-    return best
-
-
 def _check(m: V4Attention, version, kv_cache_dtype, block_size, pp, dcp, hybrid) -> None:
     v = ".".join(map(str, version))
     if version < V4_FROM:
@@ -191,8 +209,8 @@ def _check(m: V4Attention, version, kv_cache_dtype, block_size, pp, dcp, hybrid)
         )
     if version >= V4_READ_UNTIL:
         raise ValueError(
-            f"'version' must be below 0.24.0 for vLLM's DeepSeek-V4 caches (releases read: "
-            f"0.20.0 - 0.23.0): got {v}"
+            f"'version' must be below 0.34.0 for vLLM's DeepSeek-V4 caches (releases read: "
+            f"0.20.0 - 0.33.0): got {v}"
         )
     if kv_cache_dtype not in KV_DTYPES:
         raise ValueError(
@@ -233,8 +251,11 @@ def v4_layout(
     pp: int = 1,
     dcp: int = 1,
     hybrid: bool = True,
+    async_scheduling: bool = True,
 ) -> V4Layout:
-    """vLLM's KV-cache groups of a DeepSeek-V4 model on one rank (any TP / EP size)."""
+    """vLLM's KV-cache groups of a DeepSeek-V4 model on one rank (any TP / EP size);
+    `async_scheduling`: vLLM's default (from 0.26.0 it doubles the sliding groups' in-flight
+    tokens)."""
     version = tuple(version[:3])
     _check(m, version, kv_cache_dtype, block_size, pp, dcp, hybrid)
     ratios = [max(1, r) for r in m.compress_ratios] + [1] * m.mtp_layers
@@ -254,24 +275,9 @@ def v4_layout(
         if r == 4:
             full.append(_page(block_size // r, idx_row))
             sliding[key].append(_page(STATE_BLOCK[r], 2 * coff * m.index_head_dim * 4))
-    head = V4Group("full", block_size, None, tuple(full))
-    counts = [head.tuples()] + [Counter(p).most_common(1)[0][1] for p in sliding.values()]
-    n = _approximate_gcd(counts, lower_bound=counts[0])
-    sizes = sorted(set(full))
-    groups = [head]
-    for (blk, win), pages in sliding.items():
-        if max(pages) > sizes[-1]:
-            raise ValueError(
-                f"'block_size' {block_size}: a sliding page of {max(pages)} B is larger than every "
-                "full-attention page (vLLM asserts max(sm_page_sizes) <= max(all_page_sizes))"
-            )
-        padded = [min(s for s in sizes if s >= p) for p in pages]
-        per_size = Counter(padded)
-        if len(set(per_size.values())) != 1:
-            raise ValueError("vLLM asserts one layer count per page size in a sliding group")
-        layers = next(iter(per_size.values()))
-        k = cdiv(layers, n)  # layer tuples [i::k] to the i-th group
-        for i in range(k):
-            rows = len(range(i, layers, k))
-            groups.append(V4Group("sliding", blk, win, tuple(sorted(per_size)) * rows))
-    return V4Layout(tuple(groups), version)
+    if version >= PACKED_GROUPS_FROM:
+        groups = packed_groups(full, sliding, block_size)
+    else:
+        groups = tuple_groups(full, sliding, block_size, version)
+    batches = 1 + (async_scheduling and version >= IN_FLIGHT_FROM)  # PP is 1 here
+    return V4Layout(tuple(groups), version, batches)
