@@ -1,5 +1,6 @@
 """DeepSeek-V4's weights per GPU in vLLM (calc/serving/v4_weights.py) against a public start-up
-log (tests/fixtures/deepseek_v4/vllm-40821-rtx-pro-6000-tp2.toml: "Model loading took 74.85 GiB",
+log (benchmarks/engine_logs/vllm-40821-deepseek-v4-flash-pro6000-tp2.toml: "Model loading took
+74.85 GiB",
 vLLM 0.22.1, TP 2 + EP on 2x RTX PRO 6000), and the buffers vLLM's model code allocates beside
 the weights, written out here from the 0.22.1 sdist (vllm/models/deepseek_v4/nvidia/model.py)."""
 
@@ -14,8 +15,8 @@ from calc.presets import load_preset
 from calc.serving.figures import GIB
 from calc.serving.v4_weights import vllm_v4_weight_bytes
 
-FIX = Path(__file__).parent / "fixtures" / "deepseek_v4"
-CASE = tomllib.loads((FIX / "vllm-40821-rtx-pro-6000-tp2.toml").read_text())
+LOGS = Path(__file__).parent.parent / "benchmarks" / "engine_logs"
+CASE = tomllib.loads((LOGS / "vllm-40821-deepseek-v4-flash-pro6000-tp2.toml").read_text())
 V = (0, 22, 1)
 
 
