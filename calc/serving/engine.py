@@ -125,6 +125,12 @@ class VllmConfig(EngineConfig):
     def is_v1(self) -> bool:
         return self.version_tuple >= V1_DEFAULT_FROM
 
+    @property
+    def expert_parallel_size(self) -> int:
+        """FusedMoE's ep: tp x dp with --enable-expert-parallel, else 1 (experts over tp)."""
+        tp, dp = self.tensor_parallel_size, self.data_parallel_size
+        return tp * dp if self.enable_expert_parallel else 1
+
 
 class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang_hybrid)
     """SGLang's server arguments (`python -m sglang.launch_server --help` names)."""

@@ -110,10 +110,10 @@ def prepare(
             **settings,
         )
     tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
-    split = None  # vLLM: every module over tp; experts over tp x dp with expert parallelism
-    ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         ep, split = sglang_parallel(spec, config, hw)
+    else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
+        ep, split = config.expert_parallel_size, None
     weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     kd = config.kv_dtype(activation_dtype(wd))
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:

@@ -118,8 +118,7 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
 
 def _weights(spec: ModelSpec, config, gpu: str) -> tuple[int | None, str]:
     """(vLLM's weights per GPU or None, why not): calc.serving.v4_weights for this run."""
-    tp = config.tensor_parallel_size
-    ep = tp * config.data_parallel_size if config.enable_expert_parallel else 1
+    tp, ep = config.tensor_parallel_size, config.expert_parallel_size
     try:
         check_v4_vllm(spec, config.version_tuple, gpu, config.pipeline_parallel_size)
     except ValueError as e:
