@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from calc.layers import KINDS
+from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
 
 GIB = 2**30
@@ -125,12 +126,6 @@ def check_mamba_args(version: str, config) -> tuple[int, ...]:
     return v
 
 
-def _floor(x):
-    if isinstance(x, np.ndarray):
-        return np.floor(x).astype(np.int64)
-    return int(x)
-
-
 def mamba_slots(v: tuple[int, ...], config, rest, per_req: int):
     """max_mamba_cache_size for `rest` bytes (profile_max_num_token's budget, int or array)."""
     given, mrr = config.max_mamba_cache_size, config.max_running_requests
@@ -146,7 +141,7 @@ def mamba_slots(v: tuple[int, ...], config, rest, per_req: int):
     budget = rest * r / (1 + r)
     if v >= PADDING_SLOT_FROM:
         budget = budget - per_req
-    return _floor(budget // per_req)
+    return floor_int(budget // per_req)
 
 
 def sglang_mamba_pool(state: MambaState, config, rest) -> dict:
