@@ -6,6 +6,7 @@ and the first-principles checks."""
 from __future__ import annotations
 
 from calc.serving import figures
+from calc.serving.engine import parse_version
 from calc.serving.evidence_checks import HALF, Check, _eq, _interval, _pct
 from calc.serving.plan import GIB, engine_plan
 from calc.spec import ModelSpec
@@ -81,7 +82,8 @@ def v4_checks(case: dict, spec: ModelSpec, hw, s: dict) -> list[Check]:
             out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
         else:
             try:  # the reason it is not modelled
-                check_v4_vllm(spec, tuple(map(int, p.version.split("."))), hw.name)
+                pp = s.get("pipeline_parallel_size", 1)
+                check_v4_vllm(spec, parse_version(p.version), hw.name, pp)
             except ValueError as e:
                 out.append(Check(cid, "weights_gib", "-", "-", "not modelled", str(e)))
     why = "DeepSeek-V4's activation peak (hyper-connections, compressors, indexer, fp4 MoE)"
