@@ -124,10 +124,11 @@ def vllm_v2_activation_bytes(spec, config, act_dtype: str) -> int:
     """V2's profile-run peak on the last pipeline rank (kvcalc charges every rank that rank's
     peak): the larger of the dummy forward at max_num_batched_tokens (the compiled forward's
     live set, calc.serving.vllm_compiled, for a dense GQA model; calc.activation.
-    forward_activation_bytes, the generic estimate, for others) and the dummy sampler (v2_dummy_sampler_peak_bytes) with what profile_run still holds
-    then: `hidden_states, sample_hidden_states = self._dummy_run(...)`, T + rows rows of hidden
-    (model_runner.py profile_run / _dummy_run, 0.22.0 - 0.33.0 sdists). min(T, max_num_seqs)
-    rows: _dummy_run's num_reqs, one logit each."""
+    forward_activation_bytes, the generic estimate, for others) and the dummy sampler
+    (v2_dummy_sampler_peak_bytes) with what profile_run still holds then: `hidden_states,
+    sample_hidden_states = self._dummy_run(...)`, T + rows rows of hidden (model_runner.py
+    profile_run / _dummy_run, 0.22.0 - 0.33.0 sdists). min(T, max_num_seqs) rows: _dummy_run's
+    num_reqs, one logit each."""
     a = dtype_bits(act_dtype) // 8
     T, tp = config.max_num_batched_tokens, config.tensor_parallel_size
     rows = min(T, config.max_num_seqs)
