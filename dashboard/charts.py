@@ -6,7 +6,8 @@ per token in KiB (2^10 B), parameters with K / M / B / T = 10^3 / 10^6 / 10^9 / 
 log axes with K = 1024, M = 2^20, token counts on linear axes in full with thousands separators,
 FLOPs with SI prefixes. Charts keep a fixed plot height (the legend goes below it, not into it);
 up to 20 series get distinct colours, the second ten also dashed; a model's context limit is
-marked. Capacity charts are in capacity_charts.py. Tested in tests/test_dashboard_charts.py.
+marked. Capacity charts are in capacity_charts.py, the attention page's in attention_charts.py.
+Tested in tests/test_dashboard_charts.py.
 
 >>> import pandas as pd
 >>> df = pd.DataFrame({"seq_len": [1, 2], "kv_cache_GiB": [1.0, 2.0], "label": ["a", "a"]})
@@ -209,47 +210,6 @@ def variants_chart(df: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(height=HEIGHT, autosize=AUTOSIZE)
-    )
-
-
-# --- attention --------------------------------------------------------------------------------
-
-
-def flops_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
-    """Long form: seq_len, series, flops."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
-    tips.append(alt.Tooltip("flops:Q", title="FLOPs", format=".4~e"))
-    return _log_lines(
-        df, "flops", "FLOPs (log scale, SI prefixes)", "series", tips, context=context
-    )
-
-
-def memory_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
-    """Long form: seq_len, series, bytes, GiB (one layer's attention memory)."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
-    tips += [alt.Tooltip("GiB:Q", format=",.4f"), alt.Tooltip("bytes:Q", format=",~f")]
-    title = "one layer (GiB, log scale)"
-    return _log_lines(
-        df, "GiB", title, "series", tips, y_format="~g", context=context, legend_columns=1
-    )
-
-
-def share_chart(df: pd.DataFrame, context: int | None = None) -> alt.LayerChart:
-    """Long form: seq_len, series, share (0..1) of attention in the forward FLOPs."""
-    tips = [alt.Tooltip("series:N"), alt.Tooltip("seq_len:Q", format=",~f")]
-    tips.append(alt.Tooltip("share:Q", format=".2%"))
-    title = "attention share of forward FLOPs"
-    domain = alt.Scale(domain=[0, 1])
-    return _log_lines(
-        df,
-        "share",
-        title,
-        "series",
-        tips,
-        context=context,
-        y_scale=domain,
-        y_format="%",
-        legend_columns=1,
     )
 
 

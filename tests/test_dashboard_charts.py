@@ -17,7 +17,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dashboard import capacity_charts, charts, data, state, validation_charts  # noqa: E402
+from dashboard import (  # noqa: E402
+    attention_charts,
+    attention_data,
+    capacity_charts,
+    charts,
+    data,
+    state,
+    validation_charts,
+)
 
 # --- builders ---------------------------------------------------------------------------------
 
@@ -59,9 +67,9 @@ BUILDERS = {
             }
         ),
     ),
-    "flops": (charts.flops_chart, LONG),
-    "memory": (charts.memory_chart, LONG),
-    "share": (charts.share_chart, LONG),
+    "flops": (attention_charts.flops_chart, LONG),
+    "memory": (attention_charts.memory_chart, LONG),
+    "share": (attention_charts.share_chart, LONG),
     "bars": (
         lambda df: charts.bars_by_model(df, "params", "parameters"),
         pd.DataFrame({"label": ["a", "b"], "params": [1, 2]}),
@@ -204,7 +212,7 @@ def test_value_axes_are_log_where_they_span_decades_and_name_units():
         y = encoding(build(df).to_dict(), "y")
         assert y["scale"]["type"] == "log", name
     assert "GiB" in encoding(charts.kv_context_chart(KV).to_dict(), "y")["axis"]["title"]
-    share_y = encoding(charts.share_chart(LONG).to_dict(), "y")
+    share_y = encoding(attention_charts.share_chart(LONG).to_dict(), "y")
     assert share_y["scale"]["domain"] == [0, 1] and share_y["axis"]["format"] == "%"
 
 
@@ -228,13 +236,13 @@ def test_kv_chart_fades_points_beyond_the_models_context():
 
 
 def test_a_context_rule_marks_the_models_limit():
-    spec = charts.flops_chart(LONG.assign(beyond_context=False), context=256).to_dict()
+    spec = attention_charts.flops_chart(LONG.assign(beyond_context=False), context=256).to_dict()
     rule = next(layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "rule")
     assert rule["encoding"]["x"] == {"datum": 256}
     text = next(layer for layer in spec["layer"] if layer.get("mark", {}).get("type") == "text")
     assert text["encoding"]["text"] == {"datum": "model context 256"}
     # outside the plotted range: no rule (it would stretch the axis)
-    spec = charts.flops_chart(LONG, context=4096).to_dict()
+    spec = attention_charts.flops_chart(LONG, context=4096).to_dict()
     assert all(layer.get("mark", {}).get("type") != "rule" for layer in spec["layer"])
 
 
@@ -287,7 +295,7 @@ def test_context_grid_holds_every_power_of_two_and_the_ends():
 
 def test_long_form_keeps_every_value_with_its_series_name():
     wide = pd.DataFrame({"seq_len": [1, 2], "a_flops": [10, 20], "b_flops": [30, 40]})
-    out = data.long_form(wide, {"A": "a_flops", "B": "b_flops"}, "flops")
+    out = attention_data.long_form(wide, {"A": "a_flops", "B": "b_flops"}, "flops")
     assert sorted(zip(out["series"], out["seq_len"], out["flops"], strict=True)) == [
         ("A", 1, 10),
         ("A", 2, 20),

@@ -6,7 +6,7 @@ from calc.attention_cost at each context length. The model's context limit is ma
 import streamlit as st
 
 from calc import units
-from dashboard import charts, data, state, tables, ui
+from dashboard import attention_charts, attention_data, data, state, tables, ui
 
 st.title("Attention cost")
 state.page("attention")
@@ -31,18 +31,18 @@ with ui.guarded():
     spec = data.resolve(name)
     limit = spec.max_position_embeddings
     grid = tuple(data.context_grid(max_ctx))
-    df = data.attention_frame(spec, grid, batch, dtype)
+    df = attention_data.attention_frame(spec, grid, batch, dtype)
     if max_ctx > limit:
         ui.caption(
             f"The dashed line marks {spec.label}'s own context, {limit:,} tokens: the curves "
             "beyond it fade (the model was not built for them)."
         )
 
-    flops, mem, share = data.attention_long_frames(spec, grid, batch, dtype)
+    flops, mem, share = attention_data.attention_long_frames(spec, grid, batch, dtype)
 
     st.subheader("FLOPs vs context")
     ui.show_chart(
-        ui.chart(charts.flops_chart, flops, context=limit),
+        ui.chart(attention_charts.flops_chart, flops, context=limit),
         flops,
         "attention_flops",
         "Prefill attention grows as n², decode attention as n; the rest of the forward grows "
@@ -53,7 +53,7 @@ with ui.guarded():
     with left:
         st.subheader("Score-matrix memory, one layer")
         ui.show_chart(
-            ui.chart(charts.memory_chart, mem, context=limit),
+            ui.chart(attention_charts.memory_chart, mem, context=limit),
             mem,
             "attention_memory",
             "Materialized: batch × H × n × n scores (O(n²)). Fused (FlashAttention-style): "
@@ -61,7 +61,9 @@ with ui.guarded():
         )
     with right:
         st.subheader("Attention's share of the forward")
-        ui.show_chart(ui.chart(charts.share_chart, share, context=limit), share, "attention_share")
+        ui.show_chart(
+            ui.chart(attention_charts.share_chart, share, context=limit), share, "attention_share"
+        )
 
     within = df[df["seq_len"] <= min(max_ctx, limit)]  # the longest length the model runs
     row = (within if len(within) else df).iloc[-1]
