@@ -49,6 +49,11 @@ FAMILIES = {
     "cohere": F(None, None, True, 8192, norms=1, qk_norm="cohere"),
     "exaone4": F(None, None, False, 2048, bias="", qk_norm="head", layout="every4", window=4096),
     "smollm3": F(4, None, True, 32768, layout="max_window"),
+    # MiniMax-M2 (calc/hf/glm_minimax.py): GQA with q/k RMSNorms over all heads, every layer MoE
+    "minimax_m2": F(8, 128, False, 196608, bias="", qk_norm="full", moe="all", vocab=200064),
+    # GLM-4.7-Flash: DeepSeek-V3's MLA and MoE; GLM-5: DeepSeek-V3.2's (MLA + DSA indexer)
+    "glm4_moe_lite": F(None, None, False, 202752, moe="deepseek"),
+    "glm_moe_dsa": F(None, None, False, 202752, layout="indexed", moe="deepseek"),
 }
 MODERN_TYPES = tuple(FAMILIES)
 LINEAR_DEFAULTS = {  # Qwen3NextConfig / Qwen3_5TextConfig
@@ -69,4 +74,11 @@ INDEX_DEFAULTS = {
     "index_n_heads": 64,
     "index_head_dim": 128,
     "index_topk": 2048,
-}  # DeepseekV32Config
+}  # DeepseekV32Config (GlmMoeDsaConfig: index_n_heads 32)
+MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "glm_moe_dsa")
+# q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim (config classes)
+MLA_DEFAULTS = {
+    "glm4_moe_lite": (768, 512, 192, 64, 256),  # Glm4MoeLiteConfig
+    "glm_moe_dsa": (2048, 512, 192, 64, 256),  # GlmMoeDsaConfig
+}
+DEEPSEEK_MLA_DEFAULTS = (1536, 512, 128, 64, 128)  # DeepseekV3Config (V2 and V3.2 alike)
