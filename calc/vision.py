@@ -1,6 +1,6 @@
 """Vision encoders of multimodal checkpoints: the tower and the projector into the text model.
 
-A multimodal checkpoint (gemma3, mistral3, llama4, qwen3_5, qwen3_5_moe) stores a vision encoder
+A multimodal checkpoint (gemma3, mistral3, llama4, qwen3_5, qwen3_5_moe, kimi_k25) stores a vision encoder
 beside its language model; calc.from_hf_config reads it from `vision_config` into
 `ModelSpec.vision`. param_count, FLOPs and the KV cache stay the language model's; the encoder
 is counted where it takes memory: what the checkpoint stores (calc.weight_bytes, component
@@ -30,6 +30,12 @@ rank), "rep" (replicated: convs, embeddings, norms, plain nn.Linear / nn.Paramet
   learned positions, blocks of two LayerNorms, biased qkv / proj / fc1 / fc2) and its merger
   (LayerNorm, Linear(d s^2 -> d s^2), Linear(d s^2 -> out_hidden_size)); vLLM qwen3_vl.py
   Qwen3_VisionTransformer: QKV / Row proj, Column fc1 / Row fc2 in blocks and merger.
+- moonvit (Kimi K2.5): Kimi_K25VisionModel (kimi_k25/modeling_kimi_k25.py: biased patch Conv2d, a
+  learned pos_emb_height x pos_emb_width position grid, blocks of two LayerNorms, biased q/k/v /
+  proj and fc1 / fc2, a final LayerNorm) and Kimi_K25MultimodalProjection (LayerNorm, Linear(d k^2
+  -> d k^2), Linear(d k^2 -> text hidden), biased; k the merge kernel). vLLM kimi_k25_vit.py
+  (QKVParallelLinear wqkv, Row wo, Column fc0 / Row fc1, Replicated projector) builds them with
+  no quant_config: no quantization method converts them (`linear` False).
 But: vLLM's vision rotary tables (Qwen3, Llama 4) and SGLang's loading are not modelled; a
 quantized vision tower is refused (calc/quant/weights.py).
 """
@@ -40,7 +46,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-VisionKind = Literal["siglip", "pixtral", "llama4", "qwen3_5"]
+VisionKind = Literal["siglip", "pixtral", "llama4", "qwen3_5", "moonvit"]
 Split = Literal["out", "in", "rep"]
 
 
@@ -64,7 +70,7 @@ class VisionSpec(BaseModel):
     projector_bias: bool = Field(default=False, strict=True)  # mistral3 multimodal_projector_bias
     feature_layers: int = Field(default=1, gt=0)  # mistral3: len(vision_feature_layer)
     temporal_patch_size: int | None = Field(default=None, gt=0)  # qwen3_5
-    num_position_embeddings: int | None = Field(default=None, gt=0)  # qwen3_5
+    num_position_embeddings: int | None = Field(default=None, gt=0)  # qwen3_5, moonvit (h x w)
     out_hidden_size: int | None = Field(default=None, gt=0)  # qwen3_5: the merger's output
     vision_output_dim: int | None = Field(default=None, gt=0)  # llama4
     projector_input_dim: int | None = Field(default=None, gt=0)  # llama4
@@ -202,7 +208,41 @@ def _qwen3_5(v: VisionSpec, text_hidden: int) -> list[Tensor]:
     return out
 
 
-_FAMILIES = {"siglip": _siglip, "pixtral": _pixtral, "llama4": _llama4, "qwen3_5": _qwen3_5}
+def _moonvit(v: VisionSpec, text_hidden: int) -> list[Tensor]:
+    d, m, n, p = v.hidden_size, v.intermediate_size, v.num_hidden_layers, v.patch_size
+    s, positions = _need(v, "spatial_merge_size", "num_position_embeddings")
+
+    def lin(name: str, n_in: int, n_out: int, split: Split, count: int = 1) -> list[Tensor]:
+        w, b = _linear(name, n_in, n_out, split, True, count)  # vLLM: no quant_config
+        return [w._replace(linear=False), b]
+
+    pre = "vision_tower."
+    out = [
+        Tensor(pre + "patch_embed.proj.weight", d, v.num_channels * p * p, "rep"),
+        Tensor(pre + "patch_embed.proj.bias", d, 1, "rep"),
+        Tensor(pre + "patch_embed.pos_emb.weight", positions, d, "rep"),
+    ]
+    block = pre + "encoder.blocks.*."
+    out += lin(block + "wqkv", d, 3 * d, "out", n)
+    out += lin(block + "wo", d, d, "in", n)
+    out += lin(block + "mlp.fc0", d, m, "out", n)
+    out += lin(block + "mlp.fc1", m, d, "in", n)
+    out += [Tensor(block + "norm0 / norm1", 2 * 2, d, "rep", n)]
+    out += [Tensor(pre + "encoder.final_layernorm", 2, d, "rep")]
+    merged = d * s * s
+    out += [Tensor("mm_projector.pre_norm", 2, d, "rep")]
+    out += lin("mm_projector.linear_1", merged, merged, "rep")
+    out += lin("mm_projector.linear_2", merged, text_hidden, "rep")
+    return out
+
+
+_FAMILIES = {
+    "siglip": _siglip,
+    "pixtral": _pixtral,
+    "llama4": _llama4,
+    "qwen3_5": _qwen3_5,
+    "moonvit": _moonvit,
+}
 
 
 def vision_tensors(v: VisionSpec, text_hidden: int) -> list[Tensor]:

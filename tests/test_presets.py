@@ -33,13 +33,15 @@ FAMILIES = {
     # today's families (tests/test_presets_modern.py)
     *("llama-3.2", "llama-4", "qwen2.5", "qwen3", "qwen3-next", "deepseek", "kimi", "glm"),
     *("gpt-oss", "gemma-3", "phi-3", "phi", "mistral", "olmo-2", "smollm3", "command"),
+    "minimax",
 }
 
 
 def test_full_list():
     from test_presets_modern import MODERN
 
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 31  # + deepseek-v4-flash
+    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 35
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

@@ -104,6 +104,21 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
     "olmo-2-7b": (("7B", ROUND, total, 0, CARD), None),
     "smollm3-3b": (("3B", ROUND, total, 0, CARD), None),
     "command-r": (("35B", ROUND, total, 0, "card: '35 billion parameter'"), None),
+    # 228,689,748,992 (= transformers' numel on meta); 10.42B active without the embedding
+    "minimax-m2.5": (
+        ("230B", REL, total, 0.01, "transformers minimax_m2.md: '230 billion total parameters'"),
+        ("10B", ROUND, active_less_embed, 0, "minimax_m2.md: '10 billion active parameters'"),
+    ),
+    "kimi-k2.5": (("1T", ROUND, total, 0, CARD), ("32B", ROUND, active_less_embed, 0, CARD)),
+    "glm-4.7-flash": (
+        ("30B", ROUND, total, 0, "card: '30B-A3B' size label"),
+        ("3B", ROUND, active_less_tables, 0, "card: '30B-A3B' size label"),
+    ),
+    # 743,911,199,232; 39.88B active without the embedding and the LM head (as GLM counts)
+    "glm-5": (
+        ("750B", REL, total, 0.01, "SiliconFlow's listing, a size label"),
+        ("40B", ROUND, active_less_tables, 0, "SiliconFlow's listing"),
+    ),
 }
 
 
@@ -137,16 +152,16 @@ def test_preset_is_its_config(name):
 def test_quantized_checkpoint_presets():
     quantized = {n for n in MODERN if calc.load_preset(n).quantization is not None}
     assert quantized == {
-        "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v4-flash"
+        "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v4-flash",
+        "minimax-m2.5", "kimi-k2.5",
     }  # fmt: skip
     # every fixture config.json that has a quantization_config is such a preset
     import json
 
-    with_qc = {
-        n
-        for n in MODERN
-        if "quantization_config" in json.loads((FIXTURES / f"{n}.json").read_text())
-    }
+    def has_qc(d: dict) -> bool:  # Kimi K2.5 keeps it in text_config
+        return "quantization_config" in d or "quantization_config" in d.get("text_config", {})
+
+    with_qc = {n for n in MODERN if has_qc(json.loads((FIXTURES / f"{n}.json").read_text()))}
     assert with_qc == quantized
 
 
@@ -166,7 +181,8 @@ def test_published_figures(name):
 def _hf_config(name: str):
     transformers = pytest.importorskip("transformers")
     d = fixture(name)
-    wrappers = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+    wrappers = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral",
+                "kimi_k25": "kimi_k2"}  # fmt: skip
     if d["model_type"] in wrappers:  # the language model of a multimodal checkpoint
         d = {"model_type": wrappers[d["model_type"]], **d["text_config"]}
     if d["model_type"] == "kimi_k2":  # remote code; transformers' DeepseekV3 is the same model

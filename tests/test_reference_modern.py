@@ -29,9 +29,10 @@ transformers.logging.set_verbosity_error()
 
 SLIDING = ("qwen3", "qwen2", "mistral", "gemma2", "gemma3_text", "gpt_oss", "olmo3", "exaone4")
 MOE = ("qwen3_moe", "qwen2_moe", "qwen3_next", "qwen3_5_moe_text", "deepseek_v2", "deepseek_v3",
-       "deepseek_v32", "gpt_oss", "llama4_text", "glm4_moe")  # fmt: skip
+       "deepseek_v32", "gpt_oss", "llama4_text", "glm4_moe", "minimax_m2", "glm4_moe_lite",
+       "glm_moe_dsa")  # fmt: skip
 LINEAR = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
-MLA = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
+MLA = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm4_moe_lite", "glm_moe_dsa")
 
 
 @st.composite
@@ -89,7 +90,12 @@ def configs(draw, mt: str) -> dict:
         cfg.pop("head_dim")  # DeepSeek's rotary takes head_dim for qk_rope_head_dim
         cfg["num_key_value_heads"] = H  # its eager attention repeats K/V by H / this
         cfg["mlp_bias"] = draw(st.booleans())
-    if mt == "deepseek_v32":  # the lightning indexer reads the query latent: q_lora_rank is set
+    if mt == "glm4_moe_lite":  # Glm4MoeLiteConfig makes layer 0 dense whatever this says
+        cfg["first_k_dense_replace"] = 1
+    if mt == "minimax_m2":  # q/k/v/o never carry a bias, q/k norms always exist (else refused)
+        cfg.update(attention_bias=False, use_qk_norm=True)
+        cfg["rotary_dim"] = draw(st.sampled_from([d // 2, d]))
+    if mt in ("deepseek_v32", "glm_moe_dsa"):  # the indexer reads the query latent: q_lora set
         cfg["q_lora_rank"] = 12
         cfg["index_n_heads"] = draw(st.sampled_from([1, 2, 3]))
         cfg["index_head_dim"] = draw(st.sampled_from([4, 8]))  # >= qk_rope_head_dim

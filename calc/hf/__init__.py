@@ -65,6 +65,7 @@ WRAPPER_TYPES = {
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
     "mistral3": "mistral",
+    "kimi_k25": "kimi_k2",  # Kimi K2.5: DeepSeek-V3's text model + MoonViT
 }
 # remote-code model types that transformers builds with a native class
 ALIAS_TYPES = {"kimi_k2": "deepseek_v3"}  # Kimi K2: DeepseekV3ForCausalLM

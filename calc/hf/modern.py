@@ -3,7 +3,8 @@
 qwen3, qwen3_moe, qwen2_moe, qwen3_next, qwen3_5_text, qwen3_5_moe_text, deepseek_v2,
 deepseek_v3 (DeepSeek-V3/R1, Kimi K2), deepseek_v32 (DeepSeek-V3.2: MLA with the lightning
 indexer, every layer "indexed_attention"), gpt_oss, gemma3_text, llama4_text, glm4, glm4_moe, phi3,
-olmo2, olmo3, starcoder2, granite, cohere, exaone4, smollm3. Each `Family` row states what the
+olmo2, olmo3, starcoder2, granite, cohere, exaone4, smollm3; minimax_m2, glm4_moe_lite (GLM-4.7-Flash)
+and glm_moe_dsa (GLM-5) with calc/hf/glm_minimax.py. Each `Family` row states what the
 model type's modeling code builds (bias flags, norms, q/k norms, MLP kind) and the defaults of
 its config class for keys a config.json leaves out (`configuration_<type>.py`).
 Per-layer layouts follow each config class's `__post_init__` (layer_types, max_window_layers,
@@ -14,74 +15,23 @@ decoder_sparse_step, mlp_only_layers, interleave_moe_layer_step); an explicit `l
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from calc.hf.classic import _pattern
+from calc.hf.families import (
+    ATTENTION_NAMES,
+    DEEPSEEK_MLA_DEFAULTS,
+    FAMILIES,
+    INDEX_DEFAULTS,
+    LINEAR_DEFAULTS,
+    MLA_DEFAULTS,
+    MLA_TYPES,
+    MODERN_TYPES,
+    Family,
+)
+from calc.hf.glm_minimax import glm_dsa_check, glm_mlp_types, minimax_m2_fields
 from calc.hf.reader import _REQUIRED, _Config
 from calc.layout import compact
 
-
-class Family(NamedTuple):
-    kv_heads: int | None  # config-class default; None: = num_attention_heads
-    head_dim: int | None  # config-class default; None: hidden_size // heads
-    tie: bool
-    max_pos: int
-    bias: str = "qkvo"  # which projections `attention_bias` applies to: "qkvo", "qkv", ...
-    norms: int = 2  # norms per block
-    qk_norm: str = "none"  # head / full / none; "flag": use_qk_norm picks head (glm4_moe)
-    layout: str = "full"  # how layer types are derived when the file lists none
-    moe: str = ""  # how MoE layers are placed: qwen / deepseek / llama4 / all
-    window: int | None = None  # sliding_window default
-    vocab: object = _REQUIRED  # vocab_size default (Gemma 3 configs may omit it)
-
-
-F = Family
-FAMILIES = {
-    "qwen3": F(32, 128, False, 32768, qk_norm="head", layout="max_window"),
-    "qwen3_moe": F(4, None, False, 32768, qk_norm="head", layout="max_window", moe="qwen"),
-    "qwen2_moe": F(16, None, False, 32768, bias="qkv!", layout="max_window", moe="qwen"),
-    "qwen3_next": F(2, 256, False, 32768, qk_norm="head", layout="interval", moe="qwen"),
-    "qwen3_5_text": F(4, 256, False, 32768, qk_norm="head", layout="interval"),
-    "qwen3_5_moe_text": F(2, 256, False, 32768, qk_norm="head", layout="interval", moe="all"),
-    "deepseek_v2": F(None, None, False, 2048, moe="deepseek"),
-    "deepseek_v3": F(None, None, False, 4096, moe="deepseek"),
-    "deepseek_v32": F(None, None, False, 163840, layout="indexed", moe="deepseek"),
-    "gpt_oss": F(8, 64, False, 131072, layout="alternate", moe="all", window=128),
-    "gemma3_text": F(
-        4, 256, True, 131072, vocab=262208, norms=4, qk_norm="head", layout="every6", window=4096
-    ),
-    "llama4_text": F(8, 128, False, 131072, layout="nope", moe="llama4"),
-    "glm4": F(2, 128, False, 131072, bias="qkv", norms=4),
-    "glm4_moe": F(8, None, False, 131072, bias="qkv", qk_norm="flag", moe="deepseek"),
-    "phi3": F(None, None, False, 4096, bias="", layout="window"),
-    "olmo2": F(None, None, False, 2048, qk_norm="full"),
-    "olmo3": F(None, None, False, 2048, qk_norm="full", layout="every4", window=4096),
-    "starcoder2": F(2, None, True, 4096, bias="use_bias", layout="window"),
-    "granite": F(None, None, False, 2048),
-    "cohere": F(None, None, True, 8192, norms=1, qk_norm="cohere"),
-    "exaone4": F(None, None, False, 2048, bias="", qk_norm="head", layout="every4", window=4096),
-    "smollm3": F(4, None, True, 32768, layout="max_window"),
-}
-MODERN_TYPES = tuple(FAMILIES)
-LINEAR_DEFAULTS = {  # Qwen3NextConfig / Qwen3_5TextConfig
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4,
-}
-ATTENTION_NAMES = (
-    "full_attention",
-    "sliding_attention",
-    "chunked_attention",
-    "linear_attention",
-    "indexed_attention",
-)
-INDEX_DEFAULTS = {
-    "index_n_heads": 64,
-    "index_head_dim": 128,
-    "index_topk": 2048,
-}  # DeepseekV32Config
+__all__ = ["FAMILIES", "MODERN_TYPES", "Family", "modern_fields"]
 
 
 def modern_fields(cfg: _Config, mt: str) -> dict:
@@ -99,7 +49,11 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
         # MoE-only configs (Qwen3.5-MoE) name no dense width: no layer uses it
         "intermediate_size": cfg.int(
             "intermediate_size",
-            default=cfg.data.get("moe_intermediate_size") if f.moe == "all" else _REQUIRED,
+            default=1536  # MiniMaxM2Config: each expert's width
+            if mt == "minimax_m2"
+            else cfg.data.get("moe_intermediate_size")
+            if f.moe == "all"
+            else _REQUIRED,
         ),
         "vocab_size": cfg.int("vocab_size", default=f.vocab),
         "max_position_embeddings": cfg.int("max_position_embeddings", default=f.max_pos),
@@ -113,8 +67,8 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
     fields.update(_norms(cfg, mt, f))
     fields.update(_layout(cfg, mt, f, L))
     fields.update(_moe(cfg, mt, f, L))
-    if mt in ("deepseek_v2", "deepseek_v3", "deepseek_v32"):
-        fields.update(_mla(cfg))
+    if mt in MLA_TYPES:
+        fields.update(_mla(cfg, mt))
         fields["num_key_value_heads"] = None  # MLA expands the latent to every head
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         fields["attn_output_gate"] = True  # q_proj emits the query and its sigmoid gate
@@ -124,11 +78,19 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
         fields["attention_sinks"] = True
     if mt == "phi3":
         fields["fused_qkv"] = fields["fused_gate_up"] = True
-    if mt == "deepseek_v32":
+    if mt in ("deepseek_v32", "glm_moe_dsa"):
         for key, default in INDEX_DEFAULTS.items():
+            if mt == "glm_moe_dsa" and key == "index_n_heads":
+                default = 32  # GlmMoeDsaConfig
             fields[key] = cfg.int(key, default=default)
+    if mt == "glm_moe_dsa":
+        glm_dsa_check(cfg, L)
+    if mt == "minimax_m2":
+        fields.update(minimax_m2_fields(cfg, fields["head_dim"] or h // H))
     if mt in ("deepseek_v3", "deepseek_v32", "glm4_moe"):
         fields["num_nextn_predict_layers"] = cfg.int("num_nextn_predict_layers", default=1, low=0)
+    if mt in ("glm4_moe_lite", "glm_moe_dsa"):  # no such key in their config classes
+        fields["num_nextn_predict_layers"] = cfg.int("num_nextn_predict_layers", default=0, low=0)
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         fields["num_nextn_predict_layers"] = _qwen_mtp_layers(cfg)
     return fields
@@ -241,7 +203,7 @@ def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
         "num_experts_per_tok": cfg.int("num_experts_per_tok"),
         "moe_intermediate_size": cfg.int("moe_intermediate_size", default=None, nullable=True),
     }
-    if mt == "gpt_oss":
+    if mt in ("gpt_oss", "minimax_m2"):
         out["moe_intermediate_size"] = None  # each expert is intermediate_size wide
     if mt == "llama4_text":  # experts and the shared expert are intermediate_size wide; dense
         out["moe_intermediate_size"] = cfg.int("intermediate_size")  # MLPs intermediate_size_mlp
@@ -262,8 +224,13 @@ def _moe(cfg: _Config, mt: str, f: Family, L: int) -> dict:
             "deepseek_v3",
             "deepseek_v32",
             "glm4_moe",
+            "glm4_moe_lite",
+            "glm_moe_dsa",
         )  # an fp32 buffer
-    mlp = cfg.data.get("mlp_layer_types") or _mlp_types(cfg, f, L)
+    mlp = cfg.data.get("mlp_layer_types")
+    if mlp is None:
+        glm = mt in ("glm4_moe_lite", "glm_moe_dsa")
+        mlp = glm_mlp_types(cfg, mt, L) if glm else _mlp_types(cfg, f, L)
     if not (isinstance(mlp, list) and len(mlp) == L and set(mlp) <= {"dense", "sparse"}):
         raise cfg.fail("mlp_layer_types", f"must name dense or sparse for each of the {L} layers")
     out.update(compact(mlp, "mlp_layer_types", "mlp_layer_pattern", default="sparse"))
@@ -288,12 +255,13 @@ def _mlp_types(cfg: _Config, f: Family, L: int) -> list[str]:
     return ["sparse" if i not in only and (i + 1) % step == 0 else "dense" for i in range(L)]
 
 
-def _mla(cfg: _Config) -> dict:
+def _mla(cfg: _Config, mt: str) -> dict:
+    q, kv, nope, rope, v = MLA_DEFAULTS.get(mt, DEEPSEEK_MLA_DEFAULTS)
     return {
-        "q_lora_rank": cfg.int("q_lora_rank", default=1536, nullable=True),
-        "kv_lora_rank": cfg.int("kv_lora_rank", default=512),
-        "qk_nope_head_dim": cfg.int("qk_nope_head_dim", default=128),
-        "qk_rope_head_dim": cfg.int("qk_rope_head_dim", default=64),
-        "v_head_dim": cfg.int("v_head_dim", default=128),
+        "q_lora_rank": cfg.int("q_lora_rank", default=q, nullable=True),
+        "kv_lora_rank": cfg.int("kv_lora_rank", default=kv),
+        "qk_nope_head_dim": cfg.int("qk_nope_head_dim", default=nope),
+        "qk_rope_head_dim": cfg.int("qk_rope_head_dim", default=rope),
+        "v_head_dim": cfg.int("v_head_dim", default=v),
         "head_dim": None,
     }

@@ -12,6 +12,7 @@ mllama4.py with one), Qwen3-VL-style deepstack mergers (deepstack_visual_indexes
 
 from __future__ import annotations
 
+from calc.hf.moonvit import moonvit_fields
 from calc.hf.reader import _Config
 
 # (model_type of the wrapper) -> (vision kind, vision_config model_type transformers expects)
@@ -21,6 +22,7 @@ VISION_TYPES = {
     "llama4": ("llama4", "llama4_vision_model"),
     "qwen3_5": ("qwen3_5", "qwen3_5"),
     "qwen3_5_moe": ("qwen3_5", "qwen3_5_moe"),
+    "kimi_k25": ("moonvit", "kimi_k25_vision"),
 }
 # config-class defaults: hidden, intermediate, layers, heads, channels, patch, image
 _DEFAULTS = {
@@ -44,6 +46,8 @@ def vision_fields(outer: dict, origin: str) -> dict | None:
         raise cfg.fail(
             "model_type", f"must be {vision_type!r} for model_type {outer['model_type']!r}"
         )
+    if kind == "moonvit":  # calc/hf/moonvit.py
+        return moonvit_fields(outer, vc, cfg)
     hidden, inter, layers, heads, channels, patch, image = _DEFAULTS[kind]
     qwen = kind == "qwen3_5"
     out = {
