@@ -146,3 +146,19 @@ def test_sglang_tp4_tp8_plan_with_the_stored_shard():
     rest = {tp: plans[tp].weights_bytes - experts[tp] for tp in w}
     assert rest[4] > rest[8] > 0
     assert rest[4] - rest[8] == _bf16_rank_120b(4) - _bf16_rank_120b(8)
+
+
+def test_vllm_tp2_marlin_matches_a_published_log():
+    # benchmarks/engine_logs/vllm-runaihotfix-gpt-oss-120b-sm86-tp2.toml (dhayanesh/gpt-oss-120b-
+    # runai-f8e8m0-hotfix@71a617bd, benchmark_results/base.log): vLLM 0.12.0, "Device capability
+    # 8.6", "Using Marlin backend", TP 2: "Model loading took 34.3774 GiB memory". Marlin: hidden
+    # 3072, the 1440-wide shard 1536 (128); bf16 biases
+    experts = [(128, 3072, 1536), (128, 3072, 96), (128, 3072, 2)]  # w13, scale, bias
+    experts += [(128, 3072, 768), (128, 3072, 48), (128, 3072, 2)]  # w2, scale, bias
+    expected = _bf16_rank_120b(2) + 36 * _numel(experts)
+    p = engine_plan(
+        _spec_120b(), "rtx-a6000", tensor_parallel_size=2, max_model_len=4096,
+        available_kv_gib=1.0, version="0.12.0",
+    )  # fmt: skip
+    assert p.weights_bytes == expected
+    assert abs(expected / 2**30 - 34.3774) / 34.3774 < 0.001  # -0.08 %

@@ -86,6 +86,7 @@ CUDA_CAPABILITY = {  # hardware preset -> compute capability (developer.nvidia.c
     "a100-80gb": (8, 0),
     "rtx-3090": (8, 6),
     "rtx-4090": (8, 9),
+    "rtx-a6000": (8, 6),
     "l4": (8, 9),
     "l40s": (8, 9),
     "h100-sxm": (9, 0),
