@@ -14,6 +14,11 @@ parallel linear layers load them (model_executor/layers/linear.py and fused_moe)
 - vocab-parallel: embedding and untied LM head, ceil(V / tp) rows (vLLM's padding to 64 ignored);
 - experts: with ep = 1 split like the MLP (tp-ways on the intermediate width); with ep > 1 each
   GPU holds ceil(E / ep) whole experts (vLLM expert parallelism: no TP inside experts).
+  gpt-oss's MXFP4 experts (layout "mxfp4") are split in whole 32-value blocks: both engines'
+  gpt_oss.py loaders give rank r the intermediate columns [r w, min((r + 1) w, I)) with
+  w = cdiv(I / 32, tp) x 32 (vLLM _load_weights_mxfp4, 0.10.1 - 0.33.0 sdists; SGLang
+  _load_mxfp4_experts_weights, 0.5.7 / 0.5.23 wheels), so rank 0 holds w (gpt-oss, I = 2880:
+  736 at tp 4, 384 at tp 8; the last rank 672 and 192).
 But: other non-matrix parameters (norms, sinks, convs, position tables) are counted replicated,
 an upper bound by a few KB where vLLM splits them by head.
 
@@ -38,19 +43,28 @@ from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
 ROW = ("o_proj", "down_proj", "out_proj", "w2", "dense", "dense_4h_to_h")  # + Mixtral, Falcon
+MXFP4_BLOCK = 32  # values per e8m0 scale (gpt-oss's checkpoint: *_blocks [.., n / 32, 16])
 REPLICATED = (
     *("gate", "router", "shared_expert_gate", "q_a_proj", "kv_a_proj_with_mqa", "eh_proj"),
     *("wq_b", "wk", "weights_proj"),  # DeepSeek-V3.2's indexer
 )
 
 
-def _shard(spec: ModelSpec, x: Linear, tp: int, ep: int) -> tuple[Linear, str]:
-    """This GPU's part of one matrix of kind `x`, and how it is split: "col", "row" or "rep"."""
+def _shard(spec: ModelSpec, x: Linear, tp: int, ep: int, block: int = 1) -> tuple[Linear, str]:
+    """This GPU's part of one matrix of kind `x`, and how it is split: "col", "row" or "rep".
+    `block`: the intermediate width is split in whole blocks of this many values, the first
+    ranks taking cdiv(blocks, tp) each (gpt-oss's MXFP4 experts: 32)."""
     leaf = x.module.rsplit(".", 1)[-1]
     if x.component == "lm_head":
         return x._replace(out_features=ceil(x.out_features / tp)), "col"
     if leaf in REPLICATED or (x.routed and ep > 1):  # EP: whole experts, fewer of them
         return x, "rep"
+    if block > 1:  # the first rank's whole blocks (most loaded); I % block is _fp4's refusal
+        inter = spec.moe_intermediate_size or spec.intermediate_size
+        w = ceil(inter // block / tp) * block if inter % block == 0 else inter // tp
+        if leaf in ROW:
+            return x._replace(in_features=w), "row"
+        return x._replace(out_features=x.out_features // inter * w), "col"  # gate_up: 2 w
     if leaf in ROW:
         return x._replace(in_features=x.in_features // tp), "row"
     if leaf in ("k_proj", "v_proj"):
@@ -86,7 +100,8 @@ def stored_bytes_per_gpu(
     entries = _entries(spec, q) if q else _plain_entries(spec)
     for x, s, copies, parts in entries:
         take(left, x, parts, copies)
-        part, kind = _shard(spec, x, tp, ep)
+        block = MXFP4_BLOCK if s is not None and s.layout == "mxfp4" and x.routed else 1
+        part, kind = _shard(spec, x, tp, ep, block)
         n = copies if not (x.routed and ep > 1) else copies // E * ceil(E / ep)
         if s is None:  # a row-parallel bias stays whole: out_features is not split
             for component, share in _shares(x, parts, part.numel):

@@ -7,6 +7,14 @@ vllm-project/vllm@007d50058a06dec0f82472d63c819244d460c40d) allocates, per local
   w2_weight [Hp, Ip / 2] uint8,    w2_weight_scale [Hp, Ip / 32] uint8,    w2_bias [Hp] bf16,
 where Ip is the rank's intermediate width (FusedMoE: I / tp, or I with expert parallelism) and
 Hp the hidden size, both rounded up as the backend needs.
+Tensor parallelism: gpt_oss.py _load_weights_mxfp4 (0.10.1 - 0.33.0 sdists) gives rank r the
+whole 32-value blocks [r w, min((r + 1) w, I)), w = cdiv(I / 32, tp) x 32, and FusedMoE.
+weight_loader's mxfp4 branch copies that shard into `param.data[:, :dim1, :dim2]` (0.14.1
+fused_moe/layer.py line 1159; 0.33.0 routed_experts.py): the rank allocates create_weights'
+tensors whatever it loads. gpt-oss (I = 2880): I / tp = 720 at TP 4 and 360 at TP 8, rounded to
+Ip = 768 and 384 by both Marlin (128) and Triton (64), which hold the loaded 736 / 384; the
+checkpoint shard kvcalc subtracts is rank 0's (calc.quant.sharding). vLLM's own refusal is
+FusedMoE's `assert intermediate_size % self.tp_size == 0` (0.14.1 layer.py line 532).
 
 Marlin (the moe marlin kernel requires n % 256 == 0 and k % 128 == 0) rounds Ip up to 128 and Hp
 up to 256; prepare_moe_fp4_layer_for_marlin (utils/marlin_utils_fp4.py, vllm-project/vllm@
@@ -51,15 +59,21 @@ Which backend (vLLM on CUDA, default environment):
 - 10.x (Blackwell): FlashInfer when installed (round both up to 256), else Triton with
   Blackwell layouts: not modelled, refused.
 Compute capabilities: https://developer.nvidia.com/cuda-gpus.
-But: SGLang's own MXFP4 path is not modelled here (SGLang plans keep the checkpoint's bytes).
+But: SGLang's own MXFP4 path is not modelled here: SGLang plans keep the checkpoint's bytes, at
+TP > 1 rank 0's whole-block shard (its gpt_oss.py _load_mxfp4_experts_weights splits as vLLM's,
+0.5.7 and 0.5.23 wheels). What SGLang allocates depends on its MoE runner, which its server
+args pick from the install: on Hopper "triton_kernel" only where the `triton_kernels` package
+is importable (0.5.23 does not require it) and ep_size is 1; Mxfp4MoEMethod.create_weights
+then rounds I / tp up to 32 (0.5.7) or 64 (0.5.23), keeps hidden, swizzles as vLLM's Triton
+path; other runners repack (Marlin: 128 / 256), or upcast the experts to bf16 (0.5.7's fallback,
+upcast_from_mxfp). Which one a deployment ran is not in its flags, so it is not modelled.
 """
 
 from __future__ import annotations
 
-from calc.quant.sharding import stored_bytes_per_gpu
+from calc.quant.sharding import MXFP4_BLOCK, stored_bytes_per_gpu
 from calc.spec import ModelSpec
 
-MXFP4_BLOCK = 32  # values per e8m0 scale
 BIAS_BYTES = 2  # w13_bias / w2_bias: torch.bfloat16 in create_weights
 GPT_OSS_FROM = (0, 10, 1)  # models/gpt_oss.py: in the 0.10.1 sdist, not in 0.10.0
 TRITON_KERNELS_FROM = (0, 12, 0)  # triton_kernels bundled with vLLM (see above)
@@ -72,6 +86,7 @@ CUDA_CAPABILITY = {  # hardware preset -> compute capability (developer.nvidia.c
     "a100-80gb": (8, 0),
     "rtx-3090": (8, 6),
     "rtx-4090": (8, 9),
+    "rtx-a6000": (8, 6),
     "l4": (8, 9),
     "l40s": (8, 9),
     "h100-sxm": (9, 0),
@@ -168,10 +183,10 @@ def vllm_mxfp4_layer_extra(spec: ModelSpec, tp: int, ep: int, version, gpu: str)
     inter = spec.moe_intermediate_size or spec.intermediate_size
     i = inter if ep > 1 else inter // tp  # FusedMoE intermediate_size_per_partition
     h = spec.hidden_size
-    if backend == "triton" and (h % (2 * MXFP4_BLOCK) or i % MXFP4_BLOCK):
+    if backend == "triton" and h % (2 * MXFP4_BLOCK):
         raise ValueError(
             f"vLLM's Triton mxfp4 layout is modelled for a 'hidden_size' that is a multiple of "
-            f"64 and a per-rank expert width that is a multiple of 32: got {h} and {i}"
+            f"64: got {h}"
         )
     stored = sum(v for k, v in per.items() if k.startswith("mlp:")) // spec.n_moe_layers
     if backend == "marlin":
