@@ -284,3 +284,25 @@ def test_bad_dtype_and_toml():
     with pytest.raises(ValueError, match="malformed TOML"):
         hardware_from_toml_text("name = ")
     assert isinstance(h, HardwareSpec)
+
+
+def test_cuda_capability_is_read_from_the_presets():
+    # developer.nvidia.com/cuda-gpus: A100 8.0, RTX 3090 8.6, L4 / L40S / RTX 4090 8.9,
+    # H100 / H200 9.0, B200 10.0, RTX PRO 6000 Blackwell 12.0; AMD parts state none
+    from calc.serving.hardware import cuda_capability
+
+    expected = {
+        "a100-80gb": (8, 0),
+        "rtx-3090": (8, 6),
+        "l4": (8, 9),
+        "l40s": (8, 9),
+        "rtx-4090": (8, 9),
+        "h100-sxm": (9, 0),
+        "h200": (9, 0),
+        "b200": (10, 0),
+        "rtx-pro-6000": (12, 0),
+        "mi300x": None,
+    }
+    assert {g: cuda_capability(g) for g in expected} == expected
+    nvidia = [g for g in list_hardware() if load_hardware(g).vendor == "NVIDIA"]
+    assert all(cuda_capability(g) is not None for g in nvidia)

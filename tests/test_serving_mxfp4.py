@@ -129,8 +129,13 @@ def test_blackwell_and_unknown_gpus_are_refused_by_name():
             engine_plan(spec, "b200", max_model_len=8192, version=v)
     from calc.serving.mxfp4 import mxfp4_backend
 
-    with pytest.raises(ValueError, match="'gpu' 'mi300x' has no CUDA compute capability"):
+    with pytest.raises(ValueError, match="'gpu' 'mi300x' states no CUDA compute_capability"):
         mxfp4_backend((0, 19, 0), "mi300x")
+    # vllm/config/vllm.py (0.33.0): Mxfp4Config.get_min_capability() is 80; a T4 is 7.5
+    with pytest.raises(ValueError, match="Minimum capability: 80. Current capability: 75"):
+        mxfp4_backend((0, 19, 0), "t4")
+    assert mxfp4_backend((0, 19, 0), "a10") == "marlin"  # 8.6 (presets/hardware/a10.toml)
+    assert mxfp4_backend((0, 19, 0), "h800") == "triton"  # 9.0
     assert mxfp4_backend((0, 11, 2), "h100-sxm") == "marlin"
     assert mxfp4_backend((0, 12, 0), "h200") == "triton"
     assert mxfp4_backend((0, 19, 0), "l40s") == "marlin"  # triton_kernels needs sm90 - sm10x

@@ -221,6 +221,17 @@ def hardware_from_dict(data: object, origin: str = "<dict>") -> HardwareSpec:
     return datafiles.validate(HardwareSpec, data, origin, "hardware")
 
 
+def cuda_capability(gpu: str | Path | dict | HardwareSpec) -> tuple[int, int] | None:
+    """The CUDA compute capability the GPU's preset states (`compute_capability = "9.0"` ->
+    (9, 0)), the one home of it for the engines' kernel choices; None where it states none
+    (AMD Instinct parts, or a user's spec without it)."""
+    cc = resolve_hardware(gpu).compute_capability
+    if cc is None:
+        return None
+    major, minor = cc.split(".")
+    return int(major), int(minor)
+
+
 def resolve_hardware(gpu: str | Path | dict | HardwareSpec) -> HardwareSpec:
     """A preset name, a path to a .toml in the same schema, a dict, or a spec."""
     if isinstance(gpu, HardwareSpec):

@@ -58,7 +58,9 @@ Which backend (vLLM on CUDA, default environment):
   FLASHINFER_CUTLASS_MXFP4_BF16), and VLLM_MXFP4_USE_MARLIN=1 forces Marlin: neither is modelled.
 - 10.x (Blackwell): FlashInfer when installed (round both up to 256), else Triton with
   Blackwell layouts: not modelled, refused.
-Compute capabilities: https://developer.nvidia.com/cuda-gpus.
+Below 8.0 vLLM refuses the checkpoint (VllmConfig's quantization check, vllm/config/vllm.py in
+0.33.0: "Minimum capability: 80"). Compute capabilities are the hardware presets'
+(calc.serving.hardware.cuda_capability; developer.nvidia.com/cuda-gpus).
 But: SGLang's own MXFP4 path is not modelled here: SGLang plans keep the checkpoint's bytes, at
 TP > 1 rank 0's whole-block shard (its gpt_oss.py _load_mxfp4_experts_weights splits as vLLM's,
 0.5.7 and 0.5.23 wheels). What SGLang allocates depends on its MoE runner, which its server
@@ -72,6 +74,7 @@ upcast_from_mxfp). Which one a deployment ran is not in its flags, so it is not 
 from __future__ import annotations
 
 from calc.quant.sharding import MXFP4_BLOCK, stored_bytes_per_gpu
+from calc.serving.hardware import cuda_capability
 from calc.spec import ModelSpec
 
 BIAS_BYTES = 2  # w13_bias / w2_bias: torch.bfloat16 in create_weights
@@ -81,19 +84,7 @@ TRITON_V36_FROM = (0, 17, 0)  # the bundled triton_kernels is v3.6.0 (pads value
 MARLIN_ALIGN = (256, 128)  # (hidden, intermediate) round-up of the Marlin backend
 TRITON_ALIGN_I = 64  # create_weights' intermediate round-up for Triton on CUDA
 HOPPER_SCALE_ALIGN_M = 2 * 8 * 2 * 8  # HopperMXScaleLayout, num_warps = 8
-CUDA_CAPABILITY = {  # hardware preset -> compute capability (developer.nvidia.com/cuda-gpus)
-    "a100-40gb": (8, 0),
-    "a100-80gb": (8, 0),
-    "rtx-3090": (8, 6),
-    "rtx-4090": (8, 9),
-    "rtx-a6000": (8, 6),
-    "l4": (8, 9),
-    "l40s": (8, 9),
-    "h100-sxm": (9, 0),
-    "h100-pcie": (9, 0),
-    "h200": (9, 0),
-    "b200": (10, 0),
-}
+MIN_CAPABILITY = (8, 0)  # Mxfp4Config.get_min_capability: 80 (0.10.1 - 0.33.0)
 
 
 def round_up(n: int, k: int) -> int:
@@ -106,11 +97,16 @@ def mxfp4_backend(version: tuple[int, int, int], gpu: str) -> str:
     v = ".".join(map(str, version))
     if version < GPT_OSS_FROM:
         raise ValueError(f"'version' must be at least 0.10.1 for vLLM's mxfp4 MoE: got {v}")
-    cc = CUDA_CAPABILITY.get(gpu)
+    cc = cuda_capability(gpu)
     if cc is None:
         raise ValueError(
-            f"'gpu' {gpu!r} has no CUDA compute capability kvcalc knows, so vLLM's mxfp4 MoE "
-            f"backend (and its padding) is unknown: use one of {', '.join(CUDA_CAPABILITY)}"
+            f"'gpu' {gpu!r} states no CUDA compute_capability, so vLLM's mxfp4 MoE backend (and "
+            "its padding) is unknown: use an NVIDIA GPU preset"
+        )
+    if cc < MIN_CAPABILITY:
+        raise ValueError(
+            "The quantization method mxfp4 is not supported for the current GPU. Minimum "
+            f"capability: 80. Current capability: {cc[0]}{cc[1]}. ({gpu})"
         )
     if cc < (9, 0) or (cc == (9, 0) and version < TRITON_KERNELS_FROM):
         return "marlin"

@@ -159,8 +159,8 @@ def vllm_checkpoint_rank_bytes(
     (final norm, LM head)) bytes; `vision`: the encoder's plain bytes."""
     from calc.quant.match import scheme_for
     from calc.quant.weights import LAYER_PREFIX, _layer_specific, _quantizable, stored_name
+    from calc.serving.hardware import cuda_capability
     from calc.serving.load_events import LinearAlloc
-    from calc.serving.mxfp4 import CUDA_CAPABILITY
     from calc.serving.shard_layers import ROW_PARALLEL
     from calc.serving.sharding import _allocated
 
@@ -173,7 +173,7 @@ def vllm_checkpoint_rank_bytes(
         lm = Linear("lm_head", "lm_head", spec.hidden_size, spec.vocab_size, 1)
         if _quantizable(q, spec, lm) and scheme_for(q, "lm_head") is not None:
             return None
-    capability = CUDA_CAPABILITY.get(gpu)
+    capability = cuda_capability(gpu)
     prefix = LAYER_PREFIX.get(spec.family, "model.layers.")
     unsupported: list[str] = []
 

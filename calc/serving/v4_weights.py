@@ -43,7 +43,8 @@ from calc.linears import Linear
 from calc.quant.config import dtype_bytes
 from calc.quant.layout import linear_bytes
 from calc.quant.weights_v4 import FP32, _scheme, _tensors, check_v4_quantization
-from calc.serving.mxfp4 import CUDA_CAPABILITY, MARLIN_ALIGN, MXFP4_BLOCK, round_up
+from calc.serving.hardware import cuda_capability
+from calc.serving.mxfp4 import MARLIN_ALIGN, MXFP4_BLOCK, round_up
 from calc.serving.sharding import padded_vocab
 from calc.spec import ModelSpec
 
@@ -51,16 +52,6 @@ MODELLED = ((0, 20, 0), (0, 24, 0))  # vLLM releases read for this layout (the s
 FLASHMLA_MIN_HEADS = 64  # attn_sink padding: max(n_local_heads, 64)
 TID2EID_BYTES = 4  # torch.int32 unless the MegaMoE backend
 MARLIN_FROM = (7, 5)  # MarlinExperts._supports_current_device: has_device_capability((7, 5))
-CAPABILITY = {  # the GPUs V4 runs on beside calc.serving.mxfp4's (developer.nvidia.com/cuda-gpus)
-    **CUDA_CAPABILITY,
-    "gh200": (9, 0),
-    "h20": (9, 0),
-    "h800": (9, 0),
-    "h100-nvl": (9, 0),
-    "rtx-pro-6000": (12, 0),
-    "rtx-5090": (12, 0),
-    "b300": (10, 3),
-}
 COLUMN = ("self_attn.q_b_proj", "self_attn.o_a_proj", "mlp.shared_experts.gate_proj",
           "mlp.shared_experts.up_proj")  # fmt: skip  # output rows split over tp
 ROW = ("self_attn.o_b_proj", "mlp.shared_experts.down_proj")  # input columns split over tp
@@ -78,12 +69,12 @@ def check_v4_vllm(spec: ModelSpec, version, gpu: str, pp: int = 1) -> None:
         raise ValueError(
             f"'pipeline_parallel_size' must be 1 for DeepSeek-V4's weights per GPU: got {pp}"
         )
-    cc = CAPABILITY.get(gpu)
+    cc = cuda_capability(gpu)
     if cc is None or cc < MARLIN_FROM or cc[0] == 10:
         raise ValueError(
             f"'gpu' {gpu!r}: vLLM {v} runs DeepSeek-V4's fp4 experts on Marlin from SM75 but on "
             "TRT-LLM / DeepGEMM (fp32 scales) on SM100 GPUs, which kvcalc does not model: use "
-            f"one of {', '.join(sorted(k for k, c in CAPABILITY.items() if c[0] != 10))}"
+            "an NVIDIA GPU of compute capability 7.5 - 9.x or 12.x"
         )
     check_v4_quantization(spec.quantization)
     if spec.quantization is None or spec.quantization.expert_dtype != "fp4":
