@@ -252,3 +252,16 @@ def test_qwen3_next_on_sglang_shows_its_mamba_states_beside_the_token_pool():
     lines = at.code[0].value.splitlines()
     assert any(x.startswith("Mamba Cache is allocated.") for x in lines)
     assert any(x.startswith("KV Cache is allocated. #tokens") for x in lines)
+
+
+def test_tp_for_answers_for_models_only_the_engines_plan():
+    # gpt-oss-120b (attention sinks) is refused by the generic planner but planned by the engines;
+    # the fewest TP GPUs is the first divisor of its 64 heads whose own plan reaches the target
+    s = dict(max_model_len=131072)
+    plans = {
+        tp: engine_plan("gpt-oss-120b", "h100-sxm", "vllm", tensor_parallel_size=tp, **s)
+        for tp in (1, 2, 4)
+    }
+    assert plans[2].max_concurrency < 16 <= plans[4].max_concurrency
+    assert inverse.tp_for("gpt-oss-120b", "h100-sxm", "vllm", 16, **s) == 4
+    assert inverse.tp_for("gpt-oss-120b", "h100-sxm", "vllm", 1, **s) == 1

@@ -4,14 +4,18 @@
   (SGLang) whose plan reports max_concurrency >= C for max_model_len = L, to 0.01 (the
   precision people pass). The memory each needs is the plan's, so the answer is the plan's.
 - `max_model_len_for`: the longest max_model_len (whole blocks) with concurrency >= C.
-- `tp_for`: the fewest tensor-parallel GPUs (a divisor the model allows) that reach C.
+- `tp_for`: the fewest tensor-parallel GPUs (a divisor the model allows) that reach C. Only the
+  split rules of every engine are checked up front (calc.sharding.check_split), not the generic
+  planner's model limits: models only the engines plan (attention sinks, MLA, linear attention)
+  have an answer too; a size the engine itself refuses (e.g. a quantized width it cannot split)
+  is skipped.
 Each returns None when no value reaches C.
 """
 
 from __future__ import annotations
 
 from calc.serving.plan import engine_plan
-from calc.sharding import check_parallel
+from calc.sharding import check_split
 
 
 def _reaches(plan, concurrency: float) -> bool:
@@ -51,10 +55,10 @@ def tp_for(model, gpu, engine: str, concurrency: float, max_tp: int = 64, **sett
     spec = resolve_model(model)
     for tp in range(1, max_tp + 1):
         try:
-            check_parallel(spec, tp, 1)
+            check_split(spec, tp, 1)
+            plan = engine_plan(spec, gpu, engine, **{**settings, "tensor_parallel_size": tp})
         except ValueError:
             continue
-        plan = engine_plan(spec, gpu, engine, **{**settings, "tensor_parallel_size": tp})
         if _reaches(plan, concurrency):
             return tp
     return None
