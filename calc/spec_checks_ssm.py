@@ -19,17 +19,9 @@ MAMBA_FIELDS = ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups
 
 
 def check_ssm(s: ModelSpec) -> None:
+    # sizes without mamba layers are kept, unused (as linear_* are): a one-layer copy of a
+    # hybrid's attention layer (calc.params.layer_breakdown) carries them
     n = s.attention_counts.get("mamba", 0)
-    given = [f for f in (*MAMBA_FIELDS, "mamba_chunk_size") if getattr(s, f) is not None]
-    if given and not n:
-        raise ValueError(
-            f"'{given[0]}' is a Mamba-2 size and needs mamba layers: got none in layer_types"
-        )
-    if s.mamba_ssm_cache_dtype is not None and not n:
-        raise ValueError(
-            "'mamba_ssm_cache_dtype' needs mamba layers: got "
-            f"{s.mamba_ssm_cache_dtype!r} with none in layer_types"
-        )
     if n:
         missing = [f for f in MAMBA_FIELDS if getattr(s, f) is None]
         if missing:

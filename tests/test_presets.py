@@ -33,13 +33,16 @@ FAMILIES = {
     # today's families (tests/test_presets_modern.py)
     *("llama-3.2", "llama-4", "qwen2.5", "qwen3", "qwen3-next", "deepseek", "kimi", "glm"),
     *("gpt-oss", "gemma-3", "phi-3", "phi", "mistral", "olmo-2", "smollm3", "command"),
+    *("nemotron-3", "granite-4.0"),  # Mamba-2 hybrids (tests/test_hybrid_ssm.py)
 }
 
 
 def test_full_list():
     from test_presets_modern import MODERN
 
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 31  # + deepseek-v4-flash
+    assert (
+        len(EXPECTED_PRESETS) == 36 and len(MODERN) == 33
+    )  # + deepseek-v4-flash, 2 Mamba-2 hybrids
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

@@ -87,6 +87,8 @@ def _nemotron_h(cfg: _Config) -> dict:
     _refuse(cfg, "moe_latent_size", None, "a latent MoE (fc1/fc2_latent_proj) is not modelled")
     _refuse(cfg, "attention_bias", False, "NemotronHAttention builds bias-free projections")
     _refuse(cfg, "sliding_window", None, "NemotronHAttention attends to every earlier token")
+    # NemotronHForCausalLM._tied_weights_keys is empty: transformers builds its own lm_head
+    _refuse(cfg, "tie_word_embeddings", False, "NemotronHForCausalLM never ties lm_head")
     use_bias = cfg.bool("use_bias", False)
     if cfg.bool("mamba_proj_bias", use_bias) != use_bias:  # transformers reads use_bias
         raise cfg.fail("mamba_proj_bias", f"must equal use_bias={use_bias} (in_proj's bias)")
@@ -103,7 +105,7 @@ def _nemotron_h(cfg: _Config) -> dict:
         "mlp_kind": "standard",  # up_proj, down_proj (relu2)
         "hidden_act": cfg.str("mlp_hidden_act", default="relu2"),
         "mlp_bias": cfg.bool("mlp_bias", False),
-        "tie_word_embeddings": cfg.bool("tie_word_embeddings", False),
+        "tie_word_embeddings": False,
         "norm_kind": "rmsnorm",
         "norms_per_block": 1,  # NemotronHBlock.norm
         "position_embedding": "none",
