@@ -2,8 +2,8 @@
 
 A softmax layer caches K and V: 2 x KV heads x head_dim elements per token (MLA: one latent of
 kv_lora_rank + qk_rope_head_dim); a sliding layer keeps at most its window of tokens, a chunked
-layer its chunk, a linear-attention layer no tokens but a fixed conv + recurrent state per
-sequence; DeepSeek-V4's compressed layers add one entry per compress rate tokens (calc/layers_v4.py).
+layer its chunk, a linear-attention or Mamba-2 layer no tokens but a fixed conv + recurrent
+state per sequence, a mixer-less block (Nemotron-H's MLP / MoE blocks) nothing; DeepSeek-V4's compressed layers add one entry per compress rate tokens (calc/layers_v4.py).
 The formulas live with the layer kinds (calc/layers.py); here they are summed over the model's
 layer groups.
 
@@ -27,6 +27,7 @@ from typing import Literal
 from calc.dtypes import canonical_dtype, dtype_bits
 from calc.errors import check_count
 from calc.layers import KINDS, Convention, convention_of
+from calc.layout import NO_KV_TYPES, STATE_TYPES
 from calc.quant.kv import KVScales, cache_layer_scale_bytes, resolve_kv_scales
 from calc.spec import ModelSpec
 
@@ -57,7 +58,7 @@ def kv_bytes_per_token_per_layer(
     spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
 ) -> int:
     """One token in one softmax-attention layer: K and V (2 x G x head_dim), or MLA's latent."""
-    kind = next((g.attention for g in spec.layer_groups if g.attention != "linear_attention"), None)
+    kind = next((g.attention for g in spec.layer_groups if g.attention not in NO_KV_TYPES), None)
     if kind is None:
         return 0
     return -(-KINDS[kind].kv_elems_per_token(spec, convention) * dtype_bits(dtype) // 8)
@@ -77,12 +78,15 @@ def kv_bytes_per_token(
 def state_bytes_per_sequence(
     spec: ModelSpec, dtype: str = "bf16", *, convention: Convention = "engine"
 ) -> int:
-    """The constant per-sequence state of all linear-attention layers (0 without them)."""
+    """The constant per-sequence state of all linear-attention and Mamba-2 layers (0 without
+    them); `dtype` is the cache's (a Mamba-2 SSM state may keep its own: calc/layers_ssm.py)."""
     canonical_dtype(dtype)
-    n = spec.attention_counts.get("linear_attention", 0)
-    if not n:
-        return 0
-    return n * -(-KINDS["linear_attention"].state_bits(spec, dtype_bits(dtype), convention) // 8)
+    total = 0
+    for kind in STATE_TYPES:
+        n = spec.attention_counts.get(kind, 0)
+        if n:
+            total += n * -(-KINDS[kind].state_bits(spec, dtype_bits(dtype), convention) // 8)
+    return total
 
 
 def kv_cache_group_bytes(

@@ -4,7 +4,8 @@ As vLLM's `kv_cache_interface.py` has one spec class per kind of attention layer
 answers the same questions for one layer of a given ModelSpec:
 - `kv_elems_per_token`: cache elements one token adds (K and V; MLA's latent; 0 for linear);
 - `cached_tokens(n)`: tokens one sequence keeps after n tokens;
-- `state_elems`: a constant per-sequence state (Gated DeltaNet's conv + recurrent state);
+- `state_elems`: a constant per-sequence state (Gated DeltaNet's conv + recurrent state;
+  Mamba-2's conv + SSM state, calc/layers_ssm.py);
 - `pairs(n, causal)`, `decode_keys(context)` and `flops_per_pair`: the attention products;
 - `token_flops`: per-token work that is not pairwise (linear attention's state update);
 - `index_flops_per_pair` x `index_pairs(n)` / `index_decode_keys`: an indexer's scoring (DeepSeek
@@ -255,9 +256,11 @@ KINDS: dict[str, Softmax] = {
     "linear_attention": Linear(),
     "indexed_attention": Indexed(),
 }
+from calc.layers_ssm import SSM_KINDS  # noqa: E402  (they subclass Linear)
 from calc.layers_v4 import V4_KINDS  # noqa: E402  (they subclass Sliding)
 
 KINDS.update(V4_KINDS)
+KINDS.update(SSM_KINDS)
 
 
 def convention_of(window_tokens: str, convention: str | None) -> Convention:

@@ -9,9 +9,10 @@ Vocabulary (Hugging Face's own, `config.layer_types` / `mlp_layer_types`):
 - attention: full_attention, sliding_attention, chunked_attention (Llama 4's local chunks),
   linear_attention (Qwen3-Next's Gated DeltaNet: a constant state, no per-token cache),
   indexed_attention (DeepSeek-V3.2), compressed_sparse_attention / heavily_compressed_attention
-  (DeepSeek-V4's CSA / HCA: calc/layers_v4.py);
+  (DeepSeek-V4's CSA / HCA: calc/layers_v4.py), mamba (a Mamba-2 mixer: a constant conv + SSM
+  state, calc/layers_ssm.py), none (no mixer: Nemotron-H's MLP-only and MoE-only blocks);
   MLA (DeepSeek) is an attention *family* (`ModelSpec.is_mla`), not a layer type;
-- MLP: dense, sparse (mixture of experts).
+- MLP: dense, sparse (mixture of experts), none (Nemotron-H's mixer-only blocks).
 
 A layout is given either explicitly (`layer_types`: runs, or one name per layer) or as one
 period repeated to the depth (`layer_pattern`; the last period may be cut short).
@@ -34,8 +35,10 @@ AttentionType = Literal[
     "indexed_attention",
     "compressed_sparse_attention",
     "heavily_compressed_attention",
+    "mamba",
+    "none",
 ]
-MlpType = Literal["dense", "sparse"]
+MlpType = Literal["dense", "sparse", "none"]
 ATTENTION_TYPES: tuple[str, ...] = (
     "full_attention",
     "sliding_attention",
@@ -46,8 +49,14 @@ ATTENTION_TYPES: tuple[str, ...] = (
     # compress_rate_csa tokens picked by an indexer (CSA) / per compress_rate_hca tokens (HCA)
     "compressed_sparse_attention",
     "heavily_compressed_attention",
+    "mamba",  # a Mamba-2 mixer (Nemotron-H, Granite 4.0-H; calc/layers_ssm.py)
+    "none",  # no token mixer: a block that is only an MLP / MoE (Nemotron-H's "-" and "E")
 )
-MLP_TYPES: tuple[str, ...] = ("dense", "sparse")
+MLP_TYPES: tuple[str, ...] = ("dense", "sparse", "none")  # none: a mixer-only block
+# per-sequence constant state, no per-token cache (calc/layers.py Linear, calc/layers_ssm.py)
+STATE_TYPES: tuple[str, ...] = ("linear_attention", "mamba")
+# layer types that cache no tokens: the state types and the mixer-less blocks
+NO_KV_TYPES: tuple[str, ...] = (*STATE_TYPES, "none")
 # older / alternative names transformers configs use for the same thing
 ATTENTION_ALIASES = {"attention": "full_attention", "global": "full_attention"}
 

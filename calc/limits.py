@@ -75,6 +75,12 @@ LIMITS: dict[str, int] = {
     "linear_value_head_dim": MAX_HEAD_DIM,
     "linear_conv_kernel_dim": MAX_HEAD_DIM,  # a few taps (4) in every published model
     "num_nextn_predict_layers": MAX_LAYERS,
+    "mamba_num_heads": MAX_HEADS,
+    "mamba_head_dim": MAX_HEAD_DIM,
+    "ssm_state_size": MAX_HEAD_DIM,  # 128 / 256 in every published Mamba-2
+    "n_groups": MAX_HEADS,
+    "conv_kernel": MAX_HEAD_DIM,  # 4 taps in every published Mamba-2
+    "mamba_chunk_size": MAX_CONTEXT,
     # the API's counts (calc.errors.check_count names) and the CLI / dashboard inputs
     "seq_len": MAX_SEQ_LEN,
     "context": MAX_SEQ_LEN,

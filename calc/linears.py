@@ -81,6 +81,16 @@ def _attention(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
         from calc.linears_v4 import v4_attention
 
         return v4_attention(spec, kind, n, pre)
+    if kind == "none":  # a mixer-less block (Nemotron-H's MLP / MoE blocks)
+        return []
+    if kind == "mamba":  # Mamba-2: in_proj emits gate z, x, B, C and dt; out_proj reads heads
+        inner = spec.mamba_num_heads * spec.mamba_head_dim
+        out = 2 * inner + 2 * spec.n_groups * spec.ssm_state_size + spec.mamba_num_heads
+        a, b = pre + "mamba.", spec.mamba_proj_bias
+        return [
+            Linear("attn/linear", a + "in_proj", h, out, n, b),
+            Linear("attn/linear", a + "out_proj", inner, h, n, b),
+        ]
     if kind == "linear_attention":
         kd = spec.linear_num_key_heads * spec.linear_key_head_dim
         vd = spec.linear_num_value_heads * spec.linear_value_head_dim
@@ -152,6 +162,8 @@ def _ffn(spec: ModelSpec, comp: str, prefix: str, f: int, n: int, bias: bool, ro
 
 def _mlp(spec: ModelSpec, kind: str, n: int, pre: str) -> list[Linear]:
     m = pre + "mlp."
+    if kind == "none":  # a mixer-only block (Nemotron-H's Mamba / attention blocks)
+        return []
     if kind == "dense":
         return _ffn(spec, "mlp", m, spec.intermediate_size, n, spec.mlp_bias, False)
     E, h = spec.num_local_experts, spec.hidden_size

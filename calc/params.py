@@ -8,7 +8,9 @@ built from the same config):
   linear-attention output norm (weight, and bias for LayerNorm);
 - a MoE layer's routed experts are "mlp", its shared experts (and their gate) "mlp/shared", its
   router (and router bias) "router"; DeepSeek's e_score_correction_bias is a buffer, not counted;
-- "attn/linear" is a Gated-DeltaNet layer (projections, conv, dt_bias, A_log);
+- "attn/linear" is a Gated-DeltaNet layer (projections, conv, dt_bias, A_log) or a Mamba-2
+  mixer (in_proj, out_proj, conv1d weight and bias, dt_bias, A_log, D; its gated RMSNorm over
+  heads x head_dim is under "norm");
   "attn/sinks" gpt-oss's per-head sink logits; "attn/indexer" DeepSeek-V3.2's lightning indexer
   (wq_b, wk, weights_proj and its k_norm LayerNorm; DeepSeek-V4's CSA indexer, its compressor
   included); "attn/compressor" DeepSeek-V4's compressors (projections, position bias, norm);
@@ -26,6 +28,7 @@ the counts and the FLOP-relevant `matmul_params` are sums over that list.
 
 from __future__ import annotations
 
+from calc.layout import NO_KV_TYPES
 from calc.linears import Linear, linear_layers, mtp_layer_linears
 from calc.spec import ModelSpec
 
@@ -85,7 +88,7 @@ def _extras(spec: ModelSpec) -> dict[str, int]:
     if spec.position_embedding == "learned":
         out["pos_embed"] = spec.max_position_embeddings * h  # GPT-2 wpe
     counts = spec.attention_counts
-    softmax = spec.num_hidden_layers - counts.get("linear_attention", 0)
+    softmax = spec.num_hidden_layers - sum(counts.get(k, 0) for k in NO_KV_TYPES)
     norms = spec.num_hidden_layers * spec.norms_per_block * norm_params(spec)
     norms += norm_params(spec) if spec.final_norm else 0
     H, G, d = spec.num_attention_heads, spec.n_kv_heads, spec.head_dim
@@ -107,6 +110,14 @@ def _extras(spec: ModelSpec) -> dict[str, int]:
         conv = LinearKind.conv_dim(spec) * k  # depthwise conv1d weight, no bias
         out["attn/linear"] += n_lin * (conv + 2 * nv)  # + dt_bias and A_log, one per value head
         norms += n_lin * spec.linear_value_head_dim  # gated RMSNorm over one value head
+    n_mamba = counts.get("mamba", 0)
+    if n_mamba:
+        from calc.layers_ssm import Mamba2
+
+        c, k = Mamba2.conv_dim(spec), spec.conv_kernel
+        conv = c * k + (c if spec.use_conv_bias else 0)  # depthwise conv1d weight (+ bias)
+        out["attn/linear"] += n_mamba * (conv + 3 * spec.mamba_num_heads)  # dt_bias, A_log, D
+        norms += n_mamba * spec.mamba_num_heads * spec.mamba_head_dim  # gated RMSNorm weight
     out["norm"] = norms
     if spec.is_v4:  # DeepSeek-V4's norms, compressors, indexer, hyper-connections
         from calc.linears_v4 import v4_vectors

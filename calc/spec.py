@@ -42,7 +42,7 @@ MlpKind = Literal[
     "standard", "gated"
 ]  # standard: up+down (GELU); gated: gate+up+down (SwiGLU/GeGLU)
 NormKind = Literal["layernorm", "layernorm_nobias", "rmsnorm"]
-PositionKind = Literal["learned", "rope", "alibi"]
+PositionKind = Literal["learned", "rope", "alibi", "none"]  # none: NoPE (Nemotron-H, Granite-H)
 BlockKind = Literal["sequential", "parallel"]
 QKNorm = Literal["none", "head", "full"]  # head: RMSNorm(head_dim) (Qwen3); full: over H*d (OLMo 2)
 
@@ -56,6 +56,8 @@ _INT_FIELDS = (
     "linear_value_head_dim", "linear_conv_kernel_dim", "num_nextn_predict_layers",
     "index_n_heads", "index_head_dim", "index_topk", "o_groups", "o_lora_rank", "hc_mult",
     "compress_rate_csa", "compress_rate_hca", "num_hash_layers",
+    "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",
+    "mamba_chunk_size",
 )  # fmt: skip
 
 
@@ -161,6 +163,21 @@ class ModelSpec(DerivedShape, BaseModel):
     linear_value_head_dim: int | None = Field(default=None, gt=0)
     linear_conv_kernel_dim: int | None = Field(default=None, gt=0)
 
+    # --- Mamba-2 mixer layers ("mamba"; Nemotron-H names; calc/layers_ssm.py) -----------------
+    # in_proj: h -> 2 x (heads x head_dim) + 2 x n_groups x ssm_state_size + heads (gate z, x, B,
+    # C, dt); a depthwise conv1d over x, B, C; dt_bias, A_log, D per head; a gated RMSNorm over
+    # heads x head_dim; out_proj back to h. State per sequence: conv (kernel - 1 columns) + SSM
+    mamba_num_heads: int | None = Field(default=None, gt=0)
+    mamba_head_dim: int | None = Field(default=None, gt=0)
+    ssm_state_size: int | None = Field(default=None, gt=0)  # Granite: mamba_d_state
+    n_groups: int | None = Field(default=None, gt=0)  # B / C groups (Granite: mamba_n_groups)
+    conv_kernel: int | None = Field(default=None, gt=0)  # Granite: mamba_d_conv
+    use_conv_bias: bool = Field(default=True, strict=True)  # Granite: mamba_conv_bias
+    mamba_proj_bias: bool = Field(default=False, strict=True)  # in_proj / out_proj biases
+    mamba_chunk_size: int | None = Field(default=None, gt=0)  # the chunked scan (no count)
+    # the SSM state's dtype when it differs from the cache dtype (Nemotron-H: "float32")
+    mamba_ssm_cache_dtype: str | None = None
+
     # --- mixture of experts (Mixtral / Qwen / DeepSeek names) ---------------------------------
     num_local_experts: int = Field(default=1, gt=0)  # 1: dense
     num_experts_per_tok: int = Field(default=1, gt=0)
@@ -206,6 +223,11 @@ class ModelSpec(DerivedShape, BaseModel):
     @classmethod
     def _checkpoint_dtype(cls, value: object) -> object:
         return None if value is None else dtype_name(value, "checkpoint_dtype")
+
+    @field_validator("mamba_ssm_cache_dtype", mode="before")
+    @classmethod
+    def _ssm_dtype(cls, value: object) -> object:
+        return None if value is None else dtype_name(value, "mamba_ssm_cache_dtype")
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from calc.spec_checks_ssm import check_ssm
 from calc.spec_checks_v4 import check_v4
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def check_spec(s: ModelSpec) -> None:
     check_v4(s)
     _check_mla(s)
     _check_linear(s)
+    check_ssm(s)  # Mamba-2 layers, mixer-less blocks (calc/spec_checks_ssm.py)
     _check_indexed(s)
     _check_moe(s)
     if s.block_kind == "parallel" and s.norms_per_block == 4:

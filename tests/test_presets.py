@@ -34,14 +34,15 @@ FAMILIES = {
     *("llama-3.2", "llama-4", "qwen2.5", "qwen3", "qwen3-next", "deepseek", "kimi", "glm"),
     *("gpt-oss", "gemma-3", "phi-3", "phi", "mistral", "olmo-2", "smollm3", "command"),
     "minimax",
+    *("nemotron-3", "granite-4.0"),  # Mamba-2 hybrids (tests/test_hybrid_ssm.py)
 }
 
 
 def test_full_list():
     from test_presets_modern import MODERN
 
-    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 35
+    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + 2 Mamba-2 hybrids
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 37
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

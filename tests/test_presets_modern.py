@@ -119,6 +119,16 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
         ("750B", REL, total, 0.01, "SiliconFlow's listing, a size label"),
         ("40B", ROUND, active_less_tables, 0, "SiliconFlow's listing"),
     ),
+    # Mamba-2 hybrids (calc/hf/hybrid_ssm.py; tests/test_hybrid_ssm.py): the cards say 30B / 3.5B
+    # and 32B / 9B; 31.6B and 32.2B are third-party listings of the exact totals
+    "nemotron-3-nano-30b-a3b": (
+        ("30B (31.6B)", ROUND, total, 0, "31.6B: fitmyllm.com / open-source-ai.tech listings"),
+        ("3.5B", TRUNCATE, active, 0, "model card '3.5B active', embedding included"),
+    ),
+    "granite-4.0-h-small": (
+        ("32B (32.2B)", ROUND, total, 0, "32.2B: immers.cloud listing; card 32B"),
+        ("9B", ROUND, active, 0, "model card '9B active'"),
+    ),
 }
 
 

@@ -49,7 +49,9 @@ def cmd_kv(args) -> int:
         per = f"one K = V head of {spec.head_dim} in the window x {elem}"
     else:
         per = f"2 x {spec.n_kv_heads} KV heads x {spec.head_dim} head_dim x {elem}"
-    cached = spec.num_hidden_layers - spec.attention_counts.get("linear_attention", 0)
+    from calc.layout import NO_KV_TYPES, STATE_TYPES
+
+    cached = spec.num_hidden_layers - sum(spec.attention_counts.get(k, 0) for k in NO_KV_TYPES)
     print_pairs(
         [
             ("K+V per token per layer", f"{per} = {fmt_bytes(rep.bytes_per_token_per_layer)}"),
@@ -69,6 +71,8 @@ def cmd_kv(args) -> int:
             "sliding_attention": f"sliding layers (window {group(spec.sliding_window or 0)})",
             "chunked_attention": f"chunked layers (chunk {group(spec.attention_chunk_size or 0)})",
             "linear_attention": "linear-attention layers (constant state)",
+            "mamba": "Mamba-2 layers (constant state)",
+            "none": "MLP / MoE-only blocks (no mixer)",
             "indexed_attention": f"indexed MLA layers (top-{group(spec.index_topk or 0)} keys)",
             "compressed_sparse_attention": f"CSA layers (window + 1 entry per "
             f"{spec.compress_rate_csa} tokens, top-{group(spec.index_topk or 0)})",
@@ -77,7 +81,9 @@ def cmd_kv(args) -> int:
         }[kind]
         held = (
             "conv + recurrent state"
-            if kind == "linear_attention"
+            if kind in STATE_TYPES
+            else "nothing"
+            if kind == "none"
             else f"{group(tokens)} tokens/seq"
         )
         rate = getattr(spec, {"compressed_sparse_attention": "compress_rate_csa",

@@ -174,6 +174,15 @@ def _spec_rows(s) -> list[tuple[str, str]]:
                 f"conv kernel {s.linear_conv_kernel_dim}",
             )
         )
+    if "mamba" in s.attention_counts:
+        rows.append(
+            (
+                "Mamba-2",
+                f"{s.mamba_num_heads} heads x {s.mamba_head_dim}, state {s.ssm_state_size}, "
+                f"{s.n_groups} groups, conv kernel {s.conv_kernel}"
+                + (f", SSM state in {s.mamba_ssm_cache_dtype}" if s.mamba_ssm_cache_dtype else ""),
+            )
+        )
     if s.is_v4:
         rows.append(("compressed attention", _v4_text(s)))
     if s.is_moe:
@@ -244,6 +253,7 @@ def _layers_text(s) -> str:
     names = {"full_attention": "full", "sliding_attention": "sliding",
              "chunked_attention": "chunked", "linear_attention": "linear",
              "indexed_attention": "indexed", "compressed_sparse_attention": "CSA",
-             "heavily_compressed_attention": "HCA"}  # fmt: skip
+             "heavily_compressed_attention": "HCA", "mamba": "mamba",
+             "none": "none"}  # fmt: skip
     groups = ", ".join(f"{g.count} {names[g.attention]}/{g.mlp}" for g in s.layer_groups)
     return f"{groups} (attention/MLP)"

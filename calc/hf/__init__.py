@@ -28,6 +28,7 @@ from calc.datafiles import parse_json_object, read_text
 from calc.errors import format_error
 from calc.hf.classic import _LLAMA_LIKE, _falcon, _gpt2, _llama_like
 from calc.hf.deepseek_v4 import deepseek_v4_fields, deepseek_v4_rope
+from calc.hf.hybrid_ssm import HYBRID_SSM_TYPES, hybrid_ssm_fields
 from calc.hf.modern import MODERN_TYPES, modern_fields
 from calc.hf.reader import _Config
 from calc.hf.rope import rope_fields
@@ -56,6 +57,7 @@ SUPPORTED_MODEL_TYPES = (
     "gpt2",
     *MODERN_TYPES,
     "deepseek_v4",  # calc/hf/deepseek_v4.py
+    *HYBRID_SSM_TYPES,  # calc/hf/hybrid_ssm.py: nemotron_h, granitemoehybrid
 )
 # multimodal checkpoints: the language model is described by their `text_config`, the vision
 # encoder by `vision_config` (calc/hf/vision.py; counted in weight_bytes, not in param_count)
@@ -115,6 +117,8 @@ def from_hf_config(
     cfg = _Config(data, origin, model_type)
     if model_type == "deepseek_v4":
         fields = deepseek_v4_fields(cfg)
+    elif model_type in HYBRID_SSM_TYPES:
+        fields = hybrid_ssm_fields(cfg, model_type)
     elif model_type in MODERN_TYPES:
         fields = modern_fields(cfg, model_type)
     elif model_type in _LLAMA_LIKE:

@@ -88,6 +88,13 @@ def prepare(
             f"'model' {spec.name!r} is DeepSeek-V4: its activation peak is not modelled (weights: "
             "calc.serving.v4_weights); engine_plan plans its vLLM KV cache from a given memory"
         )
+    if "mamba" in spec.attention_counts:  # refused, not planned as if it were attention
+        raise ValueError(
+            f"'model' {spec.name!r} has {spec.attention_counts['mamba']} Mamba-2 layers: the "
+            "engines' mamba state pools (vLLM MambaSpec / mamba2_state_shape and its page-size "
+            "unification, SGLang's Mamba2StateShape pool) are not modelled yet; kvcalc kv / "
+            "attention give its per-sequence state and KV cache"
+        )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
     if config is None:
