@@ -15,6 +15,7 @@ import pandas as pd
 from calc import units
 
 DASH = "—"
+MAMBA_FLAGS = ("use_conv_bias", "mamba_proj_bias")
 
 
 def num(x, digits: int = 0) -> str:
@@ -39,15 +40,36 @@ def gib(n_bytes) -> str:
 
 
 def spec_rows(spec, meta: tuple[str, ...]) -> pd.DataFrame:
-    """field | value for every shape field of the spec (metadata left out)."""
+    """field | value for every shape field of the spec (metadata left out). A nested block
+    (rope_scaling, vision) gives one row per set sub-field, "vision · hidden_size" (the spaces
+    let a narrow column wrap the name rather than push the values out of sight); layer runs
+    read "dense × 3, sparse × 58"."""
     rows = []
+    if (
+        spec.mamba_num_heads is None
+    ):  # the Mamba-2 flags have defaults, shown only with mamba layers
+        meta = (*meta, *MAMBA_FLAGS)
     for k, v in spec.model_dump(by_alias=True).items():
         if k in meta or v is None:
             continue
-        value = yes_no(v) if isinstance(v, bool) else num(v) if isinstance(v, int) else str(v)
-        rows.append((k, value))
+        if isinstance(v, dict):
+            rows += [(f"{k} · {s}", _cell(x)) for s, x in v.items() if x is not None]
+        else:
+            rows.append((k, _cell(v)))
     rows.append(("head_dim (effective)", num(spec.head_dim)))
     return pd.DataFrame(rows, columns=["field", "value"])
+
+
+def _cell(v) -> str:
+    if isinstance(v, bool):
+        return yes_no(v)
+    if isinstance(v, int):
+        return num(v)
+    if isinstance(v, list | tuple):
+        if v and all(isinstance(r, list | tuple) and len(r) == 2 for r in v):  # (kind, count) runs
+            return ", ".join(f"{kind} × {_cell(n)}" for kind, n in v)
+        return ", ".join(_cell(x) for x in v)
+    return str(v)
 
 
 def variants(vdf: pd.DataFrame) -> pd.DataFrame:

@@ -205,3 +205,15 @@ def test_a_long_name_is_cut_in_the_link_so_the_link_still_works():
     at = open_page("kv_cache", models="custom", spec=link)
     assert_clean(at)
     assert not at.warning  # rebuilt, nothing to say
+
+
+def test_the_spec_table_flattens_nested_fields_and_hides_mamba_flags_without_mamba():
+    from dashboard import tables
+
+    gemma = tables.spec_rows(calc.load_preset("gemma-3-27b"), ()).set_index("field")["value"]
+    # gemma-3-27b.toml: rope_scaling {rope_type "linear", factor 8.0}; a SigLIP tower of 27 layers
+    assert gemma["rope_scaling · rope_type"] == "linear" and gemma["rope_scaling · factor"] == "8.0"
+    assert gemma["vision · num_hidden_layers"] == "27" and "vision" not in gemma
+    assert "use_conv_bias" not in gemma and "mamba_proj_bias" not in gemma
+    nemo = tables.spec_rows(calc.load_preset("nemotron-3-nano-30b-a3b"), ()).set_index("field")
+    assert nemo.loc["use_conv_bias", "value"] in ("yes", "no")

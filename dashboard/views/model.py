@@ -164,7 +164,7 @@ if spec is not None:
         if report.published:
             ui.caption(f"Published: {report.published} parameters; computed {report.total:,}.")
 
-        left, right = st.columns([2, 3])
+        left, right = st.columns([1, 1])  # the spec's long field names need half the width
         with left:
             st.markdown("**Spec**")
             ui.table(tables.spec_rows(spec, META), right=("value",))
