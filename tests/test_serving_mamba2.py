@@ -13,7 +13,11 @@ vLLM (PyPI sdists; default release 0.33.0):
   config.json's mamba_ssm_cache_dtype, else "float16" (0.13.0 - 0.19.x) / "float32" (0.20.0 on);
   the class is absent from the 0.12.0 sdist;
 - vllm/v1/kv_cache_interface.py MambaSpec.page_size_bytes (sum of the states' bytes, padded to
-  mamba_page_size_padded) and max_memory_usage_bytes (one page, mamba_cache_mode "none");
+  mamba_page_size_padded) and max_memory_usage_bytes: one page in mamba_cache_mode "none", 2 +
+  num_prefill_checkpoint_blocks in "align", the mode MambaModelConfig picks when prefix caching
+  is on, which config/model.py is_prefix_caching_supported makes the default for hybrid models
+  from 0.26.0 (0.25.0: off); MambaMixer2.get_kv_cache_spec declares one checkpoint block from
+  0.32.0 (absent in 0.31.0); in align mode mamba_block_size = block_size;
 - vllm/platforms/interface.py Platform._align_hybrid_block_size: attention block =
   16 x cdiv(mamba page, 16 x attention page of one token) when above --block-size 16;
 - vllm/v1/core/kv_cache_utils.py: group size = the smallest layer count of the kinds (the
@@ -71,7 +75,8 @@ def test_vllm_nemotron_nano_tp1():
     blocks = AVAIL * GIB // page // 6
     assert (p.page_bytes, p.kv_groups, p.num_gpu_blocks) == (page, 5, blocks)
     assert p.gpu_kv_cache_tokens == blocks // 5 * block
-    assert p.max_concurrency == pytest.approx(blocks / (4 * 1 + cdiv(L, block)))
+    # align mode (0.33.0): 2 + 1 checkpoint pages per mamba group
+    assert p.max_concurrency == pytest.approx(blocks / (4 * 3 + cdiv(L, block)))
     assert p.log_lines[2] == f"GPU KV cache size: {blocks // 5 * block:,} tokens"
 
 
@@ -91,7 +96,7 @@ def test_vllm_granite_h_small_tp1_and_tp2():
         blocks = AVAIL * GIB // page // 4
         assert (p.page_bytes, p.kv_groups, p.num_gpu_blocks) == (page, 10, blocks), tp
         assert p.gpu_kv_cache_tokens == blocks // 10 * block
-        assert p.max_concurrency == pytest.approx(blocks / (9 + cdiv(L, block)))
+        assert p.max_concurrency == pytest.approx(blocks / (9 * 3 + cdiv(L, block)))
     assert (state, block) == (1074688, 528)  # tp 2: (4352 x 3 + 64 x 64 x 128) x 2 B
 
 
@@ -109,6 +114,27 @@ def test_vllm_nemotron_ssm_dtype_by_release():
         state = conv * 2 + ssm * ssm_bytes
         p = vllm(model, version=version, max_model_len=65536)
         assert p.page_bytes == 16 * cdiv(state, 16 * per_token) * per_token, version
+
+
+def test_vllm_mamba_pages_a_request_by_release():
+    L, block = 65536, 2096  # Nemotron 3 Nano at tp 1 (test_vllm_nemotron_nano_tp1)
+    for version, pages in (("0.25.0", 1), ("0.26.0", 2), ("0.31.0", 2), ("0.32.0", 3)):
+        p = vllm(NANO, version=version, max_model_len=L)
+        assert p.max_concurrency == pytest.approx(
+            p.num_gpu_blocks / (4 * pages + cdiv(L, block))
+        ), version
+    # "none" mode: the MambaSpec block is max_model_len, the smallest when under the attention
+    # block; align mode: the attention block
+    short = 1024
+    p = vllm(NANO, version="0.25.0", max_model_len=short)
+    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * short
+    p = vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=4096)
+    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * block
+    # 0.26.0's align mode asserts block_size <= max_num_batched_tokens (config/vllm.py; the
+    # assertion is gone from 0.27.0)
+    with pytest.raises(ValueError, match="'max_num_batched_tokens' must be at least .* 2096"):
+        vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=2048)
+    assert vllm(NANO, version="0.27.0", max_model_len=short, max_num_batched_tokens=2048).fits
 
 
 def test_vllm_refusals():

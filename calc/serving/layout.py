@@ -59,7 +59,7 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.serving.vllm_mamba import vllm_state_bytes
+from calc.serving.vllm_mamba import vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -104,6 +104,7 @@ class KVLayout:
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
     sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
+    state_pages: int = 1  # vLLM: pages a request holds per state group (> 1: "align" mode)
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
@@ -121,8 +122,8 @@ class KVLayout:
 
     def report_block(self, block_size: int, max_model_len: int) -> int:
         """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
-        if any(g.kind in STATE_KINDS for g in self.groups):
-            return _min(block_size, max_model_len)
+        if any(g.kind in STATE_KINDS for g in self.groups) and self.state_pages == 1:
+            return _min(block_size, max_model_len)  # "align": mamba_block_size = block_size
         return block_size
 
     def rank_group_size(self, rank: int) -> int:
@@ -141,7 +142,7 @@ class KVLayout:
                 n = _min(self.chunk + max_num_batched_tokens, max_model_len)
                 total = total + cdiv(n, block_size)
             elif g.kind in STATE_KINDS:
-                total = total + 1
+                total = total + self.state_pages
             else:
                 total = total + cdiv(max_model_len, block_size)
         return total
@@ -243,6 +244,7 @@ def kv_layout(
                 "to one unified type."
             )
         common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype)
+        common["state_pages"] = vllm_state_pages(spec, version)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")

@@ -21,6 +21,18 @@ Releases: MambaSpec with page-size unification for NemotronH and GraniteMoeHybri
 Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE) from 0.12.0 (absent
 from nemotron_h.py in 0.11.0). use_replayssm (off by default, 0.33.0) and speculative tokens
 (num_spec extra conv columns) are not modelled: kvcalc plans neither.
+Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
+(0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig sets
+mamba_cache_mode "align" by default: the MambaSpec's block is the attention block
+(mamba_block_size = block_size; the block size arithmetic is unchanged, the chunk-size rounding
+is "all" mode's) and a request needs 2 + num_prefill_checkpoint_blocks pages a group
+(MambaSpec.max_memory_usage_bytes), MambaMixer2 declaring one checkpoint block from 0.32.0
+(mamba_mixer2.py get_kv_cache_spec): 1 page before 0.26.0, 2 in 0.26.0 - 0.31.x, 3 from 0.32.0
+for Mamba-2 layers. 0.26.x's align mode also asserts block_size <= max_num_batched_tokens
+(VllmConfig; not in 0.27.0). kvcalc has no --enable-prefix-caching setting: the default is planned.
+Qwen3-Next's Gated DeltaNet layers keep the "none" mode's one page here (their align-mode
+pages, from 0.33.0 conditional on QwenGatedDeltaNetAttention._exports_checkpoints, are not
+modelled yet).
 kvcalc tells NemotronH from GraniteMoeHybrid by the spec's family ("nemotron_h" when imported
 from a config.json, "nemotron-3" for the preset).
 """
@@ -35,6 +47,9 @@ MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 12, 0)
 NEMOTRON_SSM_CONFIG_FROM = (0, 13, 0)  # NemotronHForCausalLMConfig
 NEMOTRON_SSM_FP32_FROM = (0, 20, 0)  # its default "float16" -> "float32"
+ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "align"
+ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
+CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
 
 
 def _name(v: tuple[int, ...]) -> str:
@@ -84,3 +99,22 @@ def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) 
         return (conv * dtype_bits(model_dtype) + ssm * ssm_bits) // 8
     state = KINDS["linear_attention"].state_bits(spec, dtype_bits(model_dtype), "engine")
     return state // 8 // tp  # conv_dim / tp and value heads / tp
+
+
+def vllm_state_pages(spec, version: tuple[int, ...]) -> int:
+    """Pages one request holds in each state group (MambaSpec.max_memory_usage_bytes)."""
+    if "mamba" not in spec.attention_counts or version < ALIGN_FROM:
+        return 1
+    return 3 if version >= CHECKPOINT_PAGE_FROM else 2
+
+
+def check_align_block(lay, block_size: int, max_num_batched_tokens: int, version) -> None:
+    """Align mode's VllmConfig assertion (0.26.x only: gone from config/vllm.py in 0.27.0)."""
+    if version >= ALIGN_BLOCK_CHECK_UNTIL or lay.state_pages == 1:
+        return
+    if block_size > max_num_batched_tokens:
+        raise ValueError(
+            f"'max_num_batched_tokens' must be at least the attention block size {block_size} "
+            "in vLLM 0.26's mamba cache align mode (prefix caching, on by default for hybrid "
+            f"models): got {max_num_batched_tokens}"
+        )
