@@ -138,8 +138,11 @@ def test_vllm_mamba_pages_a_request_by_release():
 
 
 def test_vllm_refusals():
-    with pytest.raises(ValueError, match="'version' must be at least 0.12.0 .* got 0.11.0"):
-        vllm(NANO, version="0.11.0")  # NemotronHMoE absent from nemotron_h.py
+    # NemotronHMoE absent from 0.11.0's nemotron_h.py; vLLM's Nemotron-3-Nano recipe
+    # (docs.vllm.ai/projects/recipes/en/stable/NVIDIA/Nemotron-3-Nano-30B-A3B.html): "vLLM
+    # 0.11.2 also supports the model"
+    with pytest.raises(ValueError, match="'version' must be at least 0.11.2 .* got 0.11.0"):
+        vllm(NANO, version="0.11.0")
     with pytest.raises(ValueError, match="'version' must be at least 0.10.2 .* got 0.10.1"):
         vllm(SMALL, version="0.10.1")
     with pytest.raises(ValueError, match="Hybrid KV cache manager is disabled"):

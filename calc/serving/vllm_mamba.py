@@ -18,8 +18,10 @@ only the state's bytes differ:
   GraniteMoeHybridForCausalLM reads no such field: its SSM state is in the model dtype.
 Releases: MambaSpec with page-size unification for NemotronH and GraniteMoeHybrid from 0.10.2
 (the oldest sdist read that plans Qwen3-Next the same way; the earlier sdists are not read for
-Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE) from 0.12.0 (absent
-from nemotron_h.py in 0.11.0). use_replayssm (off by default, 0.33.0) and speculative tokens
+Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE): absent from
+nemotron_h.py in 0.11.0, present in 0.12.0; vLLM's recipe (docs.vllm.ai/projects/recipes,
+NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.11.2 is the
+floor (its sdist not read; its SSM dtype rule taken as 0.12.0's). use_replayssm (off by default, 0.33.0) and speculative tokens
 (num_spec extra conv columns) are not modelled: kvcalc plans neither.
 Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
 (0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig sets
@@ -44,7 +46,7 @@ from calc.layers import KINDS
 
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
-NEMOTRON_H_MOE_FROM = (0, 12, 0)
+NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
 NEMOTRON_SSM_CONFIG_FROM = (0, 13, 0)  # NemotronHForCausalLMConfig
 NEMOTRON_SSM_FP32_FROM = (0, 20, 0)  # its default "float16" -> "float32"
 ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "align"
@@ -86,7 +88,7 @@ def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
         if moe and version < NEMOTRON_H_MOE_FROM:
             raise ValueError(
                 f"'version' must be at least {_name(NEMOTRON_H_MOE_FROM)} for Nemotron-H's MoE "
-                f"blocks (NemotronHMoE, absent from nemotron_h.py in 0.11.0): got {_name(version)}"
+                f"blocks (NemotronHMoE; not in 0.11.0's nemotron_h.py): got {_name(version)}"
             )
 
 
