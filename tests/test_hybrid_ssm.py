@@ -219,10 +219,4 @@ def test_cli_show_and_kv(capsys):
     assert "128 heads x 64, state 128, 1 groups, conv kernel 4" in out
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_engine_plans_refuse_mamba_layers(engine):
-    # not modelled yet: a clear refusal, not a plan that counts the state pools wrong
-    from calc.serving.plan import engine_plan
-
-    with pytest.raises(ValueError, match="23 Mamba-2 layers"):
-        engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", engine)
+# engine plans (vLLM MambaSpec groups, SGLang's mamba pool): tests/test_serving_mamba2.py

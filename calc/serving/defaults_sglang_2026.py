@@ -43,8 +43,9 @@ MiB, reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs 
 Post releases (0.5.8.post1, 0.5.10.post1, 0.5.12.post1, 0.5.13.post1, 0.5.15.post1): the same
 memory settings and graph rules as their release (their server_args.py compared).
 Refused (ValueError): a linear-attention model on 0.5.10 - 0.5.14 whose name does not say
-Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH-like hybrids
-are not planned by kvcalc. Not modelled: the conditions kvcalc has no setting for (LoRA, torch
+Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH and
+GraniteMoeHybrid are not on that list (tc piecewise graph on, 0.5.10 - 0.5.14); NemotronH turns
+the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible). Not modelled: the conditions kvcalc has no setting for (LoRA, torch
 compile, speculative decoding, DeepEP, PD disaggregation, CPU offload, max_total_tokens).
 """
 
@@ -59,6 +60,7 @@ BREAKABLE_MLA_OFF_UNTIL = (0, 5, 18, 0)  # breakable off for MLA (0.5.17: MLA wi
 BREAKABLE_DSA_FROM = (0, 5, 17, 0)
 BREAKABLE_DP_OFF_UNTIL = (0, 5, 17, 0)
 BREAKABLE_PP_OFF_FROM = (0, 5, 19, 0)
+BREAKABLE_NEMOTRON_H_OFF = (0, 5, 17)  # is_nemotron_h rule: in 0.5.17's list, not in 0.5.18's
 SMALL_GPU_FROM = (0, 5, 20, 0)  # 20 - 35 GiB: chunk 4096, max_bs 48 / 160
 GRAPH_BS_MRR_CAP_FROM = (0, 5, 22, 0)
 SGLANG_NEWEST_2026 = (0, 5, 23, 0)
@@ -96,6 +98,7 @@ def prefill_graph_on(
     model_name: str,
     dp_attention: bool,
     pp: int,
+    nemotron_h: bool = False,
 ) -> bool:
     """Whether the prefill (piecewise / breakable) CUDA graph is on when the memory settings
     run: the user's --disable-piecewise-cuda-graph, else the release's rules (docstring)."""
@@ -120,6 +123,8 @@ def prefill_graph_on(
         if version < BREAKABLE_DSA_FROM or not nsa:
             return False
     if dp_attention and version < BREAKABLE_DP_OFF_UNTIL:
+        return False
+    if nemotron_h and version[:3] == BREAKABLE_NEMOTRON_H_OFF:
         return False
     return not (pp > 1 and version >= BREAKABLE_PP_OFF_FROM)
 
@@ -157,6 +162,7 @@ def prefill_graph_extra_mib(
     linear_attention: bool = False,
     model_name: str = "",
     context_length: int | None = None,
+    nemotron_h: bool = False,
 ) -> float:
     """What releases after v0.5.6.post2 add to the default's reserve (MiB) before the 10 GiB
     floor (module docstring): the prefill graph's, when it is on. `mla` (the model's attention
@@ -169,6 +175,7 @@ def prefill_graph_extra_mib(
         nsa=nsa,
         linear_attention=linear_attention,
         model_name=model_name,
+        nemotron_h=nemotron_h,
         dp_attention=dp_attention,
         pp=pp,
     )

@@ -189,6 +189,7 @@ def engine_config(
     nsa: bool = False,
     mla: bool | None = None,
     linear_attention: bool = False,
+    nemotron_h: bool = False,
     model_name: str = "",
     **settings,
 ) -> VllmConfig | SglangConfig:
@@ -199,7 +200,8 @@ def engine_config(
     vision encoder kind (`multimodal`, None for a text model) and size (`vision_tower`: its
     num_hidden_layers and hidden_size; needed for a multimodal default from v0.4.9.post3),
     DeepSeek NSA (`nsa`), and from
-    SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention and the model's name.
+    SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention, NemotronH (`nemotron_h`,
+    a Mamba-2 hybrid of that architecture) and the model's name.
     A setting of the other engine is refused with its name.
     """
     if engine not in ENGINES:
@@ -236,6 +238,7 @@ def engine_config(
             nsa=nsa,
             mla=mla,
             linear_attention=linear_attention,
+            nemotron_h=nemotron_h,
             model_name=model_name,
         )
     kw.setdefault("max_model_len", model_max_len)

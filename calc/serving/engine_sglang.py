@@ -34,6 +34,7 @@ def sglang_settings(
     mla: bool | None,
     linear_attention: bool,
     model_name: str,
+    nemotron_h: bool = False,
 ) -> dict:
     """The given settings (None values already dropped) completed with `version`'s defaults;
     the arguments after `settings` are engine_config's (its docstring)."""
@@ -58,6 +59,7 @@ def sglang_settings(
                 mla=mla,
                 nsa=nsa,
                 linear_attention=linear_attention,
+                nemotron_h=nemotron_h,
                 model_name=model_name,
                 context_length=kw.get("max_model_len"),  # only when given
             )

@@ -14,6 +14,7 @@ from calc.plan_core import minimum
 from calc.serving import memory as m
 from calc.serving.sglang_hybrid import check_swa_args, sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
+from calc.serving.vllm_mamba import check_align_block
 
 GIB = 2**30
 # In these releases the one-request check (and its "estimated maximum model length") counted
@@ -61,6 +62,7 @@ def vllm_figures(lay, config, available, max_model_len) -> dict:
     concurrency', the bytes one request of max_model_len needs and the longest that fits;
     V0: '# GPU blocks' and tokens / max_model_len."""
     B, L = lay.block_size(config.block_size), max_model_len
+    check_align_block(lay, B, config.max_num_batched_tokens, config.version_tuple)
     page = lay.page_bytes(B)
     per_rank = [lay.rank_group_size(r) for r in range(len(available))]
     blocks = [m.vllm_num_blocks(a, page, g) for a, g in zip(available, per_rank, strict=True)]

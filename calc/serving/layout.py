@@ -22,7 +22,10 @@ state is the conv (conv_dim / tp x (kernel - 1)) and recurrent (value heads / tp
 tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_cache_dtype
 "auto", gated_delta_net_state_dtype); the attention block is raised to 16 x ceil(state / (16 x
 attention bytes per token)) when larger than block_size, and the state page padded to the
-attention page (mamba_page_size_padded).
+attention page (mamba_page_size_padded; 0.33.0 does the same arithmetic in
+Platform._align_hybrid_block_size, platforms/interface.py). Mamba-2 layers (Nemotron-H, Granite
+4.0-H) are planned the same way with their own state (calc.serving.vllm_mamba); blocks without a
+mixer ("none") hold no cache and join no group.
 Chunked layers: a spec of their own (ChunkedLocalAttentionSpec) from 0.10.0, full attention
 before; from 0.10.1 vLLM disables the hybrid allocator for them unless
 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (VllmConfig.__post_init__; the variable is
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 
 from calc.dtypes import dtype_bits
 from calc.layers import KINDS
+from calc.layout import STATE_TYPES as STATE_KINDS  # a MambaSpec page a sequence
 from calc.serving.indexed import (
     NSA_PAGE_SIZE,
     VLLM_SPARSE_BLOCK,
@@ -55,6 +59,7 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
+from calc.serving.vllm_mamba import vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -63,7 +68,6 @@ HYBRID_ALLOCATOR_FROM = (0, 9, 1)  # KV-cache groups for sliding + full layers i
 GROUP_SIZE_RATIO = (((0, 18, 0), 1.5), ((0, 12, 0), 1.25))  # largest count when under ratio x min
 CHUNKED_SPEC_FROM = (0, 10, 0)  # ChunkedLocalAttentionSpec (before: FullAttentionSpec)
 CHUNKED_HYBRID_OPT_IN_FROM = (0, 10, 1)  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
-MAMBA_HYBRID_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 # sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
@@ -76,7 +80,7 @@ NSA_INDEXER_COUNTED_FROM = (0, 5, 3, 1)
 
 @dataclass(frozen=True)
 class Group:
-    kind: str  # "full_attention" | "sliding_attention" | "chunked_attention" | "linear_attention"
+    kind: str  # an ATTENTION kind, or a STATE_KINDS one ("linear_attention", "mamba")
     layers: int  # layers per group (padded)
 
 
@@ -100,6 +104,7 @@ class KVLayout:
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
     sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
+    state_pages: int = 1  # vLLM: pages a request holds per state group (> 1: "align" mode)
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
@@ -117,8 +122,8 @@ class KVLayout:
 
     def report_block(self, block_size: int, max_model_len: int) -> int:
         """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
-        if any(g.kind == "linear_attention" for g in self.groups):
-            return _min(block_size, max_model_len)
+        if any(g.kind in STATE_KINDS for g in self.groups) and self.state_pages == 1:
+            return _min(block_size, max_model_len)  # "align": mamba_block_size = block_size
         return block_size
 
     def rank_group_size(self, rank: int) -> int:
@@ -136,8 +141,8 @@ class KVLayout:
             elif g.kind == "chunked_attention":
                 n = _min(self.chunk + max_num_batched_tokens, max_model_len)
                 total = total + cdiv(n, block_size)
-            elif g.kind == "linear_attention":
-                total = total + 1
+            elif g.kind in STATE_KINDS:
+                total = total + self.state_pages
             else:
                 total = total + cdiv(max_model_len, block_size)
         return total
@@ -220,7 +225,7 @@ def kv_layout(
         kv_heads=heads,
         head_size=size,
     )
-    linear = counts.get("linear_attention", 0)
+    linear = sum(counts.get(k, 0) for k in STATE_KINDS)
     if "indexed_attention" in counts:
         return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common)
     if engine == "sglang":
@@ -233,16 +238,14 @@ def kv_layout(
         group = Group("full_attention", max(split))
         return KVLayout((group,), max(split), split, tb, **common)
     if linear:
-        if version < MAMBA_HYBRID_FROM:
-            _refuse(spec, "linear-attention layers before vLLM 0.10.2 (no Gated DeltaNet)")
         if not hybrid:  # unify_hybrid_kv_cache_specs cannot make one spec of them
             raise ValueError(
                 "Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
                 "to one unified type."
             )
-        state = KINDS["linear_attention"].state_bits(spec, dtype_bits(state_dtype), "engine")
-        common["state_bytes"] = state // 8 // tp  # conv_dim / tp and value heads / tp
-    kinds = {k: n for k, n in counts.items() if k in ATTENTION or k == "linear_attention"}
+        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype)
+        common["state_pages"] = vllm_state_pages(spec, version)
+    kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")
     elif "chunked_attention" in kinds and version >= CHUNKED_HYBRID_OPT_IN_FROM:

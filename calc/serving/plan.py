@@ -31,6 +31,7 @@ from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
+from calc.serving.vllm_mamba import is_nemotron_h
 from calc.spec import ModelSpec
 
 
@@ -88,13 +89,6 @@ def prepare(
             f"'model' {spec.name!r} is DeepSeek-V4: its activation peak is not modelled (weights: "
             "calc.serving.v4_weights); engine_plan plans its vLLM KV cache from a given memory"
         )
-    if "mamba" in spec.attention_counts:  # refused, not planned as if it were attention
-        raise ValueError(
-            f"'model' {spec.name!r} has {spec.attention_counts['mamba']} Mamba-2 layers: the "
-            "engines' mamba state pools (vLLM MambaSpec / mamba2_state_shape and its page-size "
-            "unification, SGLang's Mamba2StateShape pool) are not modelled yet; kvcalc kv / "
-            "attention give its per-sequence state and KV cache"
-        )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
     if config is None:
@@ -113,6 +107,7 @@ def prepare(
             nsa="indexed_attention" in spec.attention_counts,
             mla=spec.is_mla,  # SGLang >= 0.5.10's prefill CUDA graph (defaults_sglang_2026.py)
             linear_attention="linear_attention" in spec.attention_counts,
+            nemotron_h="mamba" in spec.attention_counts and is_nemotron_h(spec),
             model_name=spec.name,
             **settings,
         )

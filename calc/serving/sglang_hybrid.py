@@ -35,6 +35,14 @@ does not divide the key heads (SGLang widens the shards), the request cap the ma
 max_running_requests (its ratio changed with the mamba scheduler strategies; only the hard bound,
 one state per running request, is applied to the concurrency).
 
+Mamba-2 layers (NemotronHForCausalLM in every wheel read, 0.5.7 on; GraniteMoeHybridForCausalLM
+from 0.5.9): the same pool and rules, the state from NemotronHConfig / GraniteMoeHybridConfig
+.mamba2_cache_params (Mamba2StateShape.create: calc.layers_ssm.Mamba2.rank_state_elems), conv in
+bf16, temporal in --mamba-ssm-dtype (from 0.5.9 its default None reads the config.json's
+mamba_ssm_dtype, else float32; kvcalc's spec does not carry that field, so float32 unless given);
+the token pool over the attention layers only (full_attention_layer_ids), MLP / MoE-only blocks
+in neither pool.
+
 Chunked layers (Llama4ForConditionalGeneration): up to 0.5.7 model_config.is_hybrid_model gives
 a hybrid pool only with --hybrid-kvcache-ratio (default None) and ModelRunner skips Llama 4 in
 the sliding-window check (model_runner.py @ 5c8bd8b51 :455-462), so every layer sits in the one
@@ -55,9 +63,12 @@ from pydantic import BaseModel, Field
 from calc.layers import KINDS
 from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
+from calc.serving.vllm_mamba import is_nemotron_h
 
 GIB = 2**30
 GDN_FROM = (0, 5, 2, 0)  # Qwen3-Next (#10233)
+NEMOTRON_H_FROM = (0, 5, 7, 0)  # the oldest wheel read (kvcalc reads no older one for it)
+GRANITE_HYBRID_FROM = (0, 5, 9, 0)
 RATIO_FROM = (0, 5, 3, 2)  # mamba_full_memory_ratio, radix cache on (#11214)
 GIVEN_KEPT_FROM = (0, 5, 7, 0)  # a given --max-mamba-cache-size kept with the radix cache (#14792)
 RADIX_OFF_NEEDS_MRR_FROM = (0, 5, 9, 0)
@@ -93,7 +104,11 @@ class MambaState:
 
 def mamba_state(spec, attn_tp: int) -> MambaState:
     """Mamba2StateShape.create for Qwen3-Next: conv (conv_dim / tp, kernel - 1), temporal (value
-    heads / tp, dv, dk)."""
+    heads / tp, dv, dk); for Mamba-2 layers (NemotronHConfig / GraniteMoeHybridConfig
+    .mamba2_cache_params): calc.layers_ssm.Mamba2.rank_state_elems."""
+    if "mamba" in spec.attention_counts:
+        conv, ssm = KINDS["mamba"].rank_state_elems(spec, attn_tp)
+        return MambaState(spec.attention_counts["mamba"], conv * CONV_BYTES, ssm)
     if spec.linear_num_key_heads % attn_tp or spec.linear_num_value_heads % attn_tp:
         raise ValueError(
             f"'tensor_parallel_size' must divide linear_num_key_heads="
@@ -106,6 +121,17 @@ def mamba_state(spec, attn_tp: int) -> MambaState:
     ssm *= spec.linear_value_head_dim
     layers = spec.attention_counts["linear_attention"]
     return MambaState(layers, conv * CONV_BYTES, ssm)
+
+
+def check_mamba2_version(spec, v: tuple[int, ...]) -> None:
+    """NemotronHForCausalLM (configs/ and models/nemotron_h.py, MoE blocks included) is in every
+    wheel read, 0.5.7 - 0.5.23; GraniteMoeHybridForCausalLM from 0.5.9 (absent from 0.5.8)."""
+    since = NEMOTRON_H_FROM if is_nemotron_h(spec) else GRANITE_HYBRID_FROM
+    if v < since:
+        raise ValueError(
+            f"'version' must be at least {release_name(since)} for {spec.name!r}'s Mamba-2 layers "
+            f"in SGLang (older releases not read, or without the model): got {release_name(v)}"
+        )
 
 
 def check_mamba_args(version: str, config) -> tuple[int, ...]:
@@ -206,8 +232,10 @@ def llama4_swa(spec, version: tuple[int, ...]) -> tuple[int, int] | None:
 def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]):
     """(KVLayout fields, layers each rank's token pool holds) for SGLang's hybrid pools."""
     counts = spec.attention_counts
-    if "linear_attention" in counts:
-        if set(counts) - {"linear_attention", "full_attention"}:
+    if "mamba" in counts:
+        check_mamba2_version(spec, version)
+    if "linear_attention" in counts or "mamba" in counts:
+        if set(counts) - {"linear_attention", "mamba", "none", "full_attention"}:
             raise ValueError(f"'model' {spec.name!r}: linear layers with {sorted(counts)}")
         if pp > 1:
             raise ValueError(

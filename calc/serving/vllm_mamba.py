@@ -1,0 +1,122 @@
+"""vLLM's per-sequence state of a linear layer (one MambaSpec page, before padding), by layer kind.
+
+Both kinds are planned alike from here on (calc.serving.layout: one KV-cache group kind, the
+attention block raised so that one attention page holds one state, the state page padded to it);
+only the state's bytes differ:
+- Gated DeltaNet ("linear_attention", Qwen3-Next, from 0.10.2): gated_delta_net_state_shape,
+  conv and recurrent states both in the model dtype (mamba_cache_dtype "auto",
+  gated_delta_net_state_dtype with mamba_ssm_cache_dtype "auto").
+- Mamba-2 ("mamba", Nemotron-H / Granite 4.0-H): mamba2_state_shape (calc.layers_ssm.Mamba2.
+  rank_state_elems) and mamba2_state_dtype (mamba_utils.py _mamba_state_dtype): the conv state
+  in the model dtype (mamba_cache_dtype "auto"), the SSM state in cache_config.
+  mamba_ssm_cache_dtype, "auto" = the conv state's dtype, except for NemotronHForCausalLM, whose
+  NemotronHForCausalLMConfig.verify_and_update_config (model_executor/models/config.py) sets an
+  "auto" value from the checkpoint's config.json mamba_ssm_cache_dtype, else a default:
+    before 0.13.0 no such class (the 0.12.0 sdist): the model dtype;
+    0.13.0 - 0.19.x: the config's, else "float16";
+    0.20.0 on (read up to 0.33.0, DEFAULT_MAMBA_SSM_CACHE_DTYPE): the config's, else "float32".
+  GraniteMoeHybridForCausalLM reads no such field: its SSM state is in the model dtype.
+Releases: MambaSpec with page-size unification for NemotronH and GraniteMoeHybrid from 0.10.2
+(the oldest sdist read that plans Qwen3-Next the same way; the earlier sdists are not read for
+Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE): absent from
+nemotron_h.py in 0.11.0, present in 0.12.0; vLLM's recipe (docs.vllm.ai/projects/recipes,
+NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.11.2 is the
+floor (its sdist not read; its SSM dtype rule taken as 0.12.0's). use_replayssm (off by default, 0.33.0) and speculative tokens
+(num_spec extra conv columns) are not modelled: kvcalc plans neither.
+Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
+(0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig sets
+mamba_cache_mode "align" by default: the MambaSpec's block is the attention block
+(mamba_block_size = block_size; the block size arithmetic is unchanged, the chunk-size rounding
+is "all" mode's) and a request needs 2 + num_prefill_checkpoint_blocks pages a group
+(MambaSpec.max_memory_usage_bytes), MambaMixer2 declaring one checkpoint block from 0.32.0
+(mamba_mixer2.py get_kv_cache_spec): 1 page before 0.26.0, 2 in 0.26.0 - 0.31.x, 3 from 0.32.0
+for Mamba-2 layers. 0.26.x's align mode also asserts block_size <= max_num_batched_tokens
+(VllmConfig; not in 0.27.0). kvcalc has no --enable-prefix-caching setting: the default is planned.
+Qwen3-Next's Gated DeltaNet layers keep the "none" mode's one page here (their align-mode
+pages, from 0.33.0 conditional on QwenGatedDeltaNetAttention._exports_checkpoints, are not
+modelled yet).
+kvcalc tells NemotronH from GraniteMoeHybrid by the spec's family ("nemotron_h" when imported
+from a config.json, "nemotron-3" for the preset).
+"""
+
+from __future__ import annotations
+
+from calc.dtypes import dtype_bits
+from calc.layers import KINDS
+
+GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
+MAMBA2_FROM = (0, 10, 2)
+NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
+NEMOTRON_SSM_CONFIG_FROM = (0, 13, 0)  # NemotronHForCausalLMConfig
+NEMOTRON_SSM_FP32_FROM = (0, 20, 0)  # its default "float16" -> "float32"
+ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "align"
+ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
+CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
+
+
+def _name(v: tuple[int, ...]) -> str:
+    return ".".join(map(str, v))
+
+
+def is_nemotron_h(spec) -> bool:
+    return spec.family.replace("_", "-").startswith("nemotron")
+
+
+def vllm_ssm_dtype(spec, version: tuple[int, ...], model_dtype: str) -> str:
+    """The dtype vLLM keeps a Mamba-2 layer's SSM state in (mamba_ssm_cache_dtype "auto")."""
+    if not is_nemotron_h(spec) or version < NEMOTRON_SSM_CONFIG_FROM:
+        return model_dtype
+    if spec.mamba_ssm_cache_dtype is not None:
+        return spec.mamba_ssm_cache_dtype
+    return "fp32" if version >= NEMOTRON_SSM_FP32_FROM else "fp16"
+
+
+def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
+    counts = spec.attention_counts
+    if "linear_attention" in counts and version < GDN_FROM:
+        raise ValueError(
+            f"'model' {spec.name!r}: linear-attention layers before vLLM 0.10.2 (no Gated "
+            "DeltaNet), which kvcalc does not model yet"
+        )
+    if "mamba" in counts:
+        if version < MAMBA2_FROM:
+            raise ValueError(
+                f"'version' must be at least {_name(MAMBA2_FROM)} for vLLM's Mamba-2 state pool "
+                f"(MambaSpec; older sdists not read for Mamba-2): got {_name(version)}"
+            )
+        moe = is_nemotron_h(spec) and spec.is_moe
+        if moe and version < NEMOTRON_H_MOE_FROM:
+            raise ValueError(
+                f"'version' must be at least {_name(NEMOTRON_H_MOE_FROM)} for Nemotron-H's MoE "
+                f"blocks (NemotronHMoE; not in 0.11.0's nemotron_h.py): got {_name(version)}"
+            )
+
+
+def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) -> int:
+    """One linear layer's state on one TP rank (the MambaSpec page before padding)."""
+    check_vllm_state_version(spec, version)
+    if "mamba" in spec.attention_counts:
+        conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp)
+        ssm_bits = dtype_bits(vllm_ssm_dtype(spec, version, model_dtype))
+        return (conv * dtype_bits(model_dtype) + ssm * ssm_bits) // 8
+    state = KINDS["linear_attention"].state_bits(spec, dtype_bits(model_dtype), "engine")
+    return state // 8 // tp  # conv_dim / tp and value heads / tp
+
+
+def vllm_state_pages(spec, version: tuple[int, ...]) -> int:
+    """Pages one request holds in each state group (MambaSpec.max_memory_usage_bytes)."""
+    if "mamba" not in spec.attention_counts or version < ALIGN_FROM:
+        return 1
+    return 3 if version >= CHECKPOINT_PAGE_FROM else 2
+
+
+def check_align_block(lay, block_size: int, max_num_batched_tokens: int, version) -> None:
+    """Align mode's VllmConfig assertion (0.26.x only: gone from config/vllm.py in 0.27.0)."""
+    if version >= ALIGN_BLOCK_CHECK_UNTIL or lay.state_pages == 1:
+        return
+    if block_size > max_num_batched_tokens:
+        raise ValueError(
+            f"'max_num_batched_tokens' must be at least the attention block size {block_size} "
+            "in vLLM 0.26's mamba cache align mode (prefix caching, on by default for hybrid "
+            f"models): got {max_num_batched_tokens}"
+        )
