@@ -35,8 +35,11 @@ from calc.dtypes import canonical_dtype, dtype_bits
 from calc.spec import ModelSpec
 
 # SGLang's NSATokenToKVPool (python/sglang/srt/mem_cache/memory_pool.py): pages of 64 tokens
-# (asserted on CUDA; server_args sets page_size 64 for DeepSeek DSA), fp8 blocks of 128 values
-# with one fp32 scale each, the rope part kept in bf16 (rope_storage_dtype).
+# (asserted on CUDA; ServerArgs sets page_size 64 for DeepSeek DSA: calc.serving.indexed_sglang),
+# fp8 blocks of 128 values with one fp32 scale each, the rope part kept in bf16
+# (rope_storage_dtype). The indexer keys: (size + page_size + 1) // page_size pages, read in the
+# 0.5.10 - 0.5.17 wheels (DSATokenToKVPool from 0.5.13); 0.5.18 moves them to IndexKeyCache,
+# outside the partial wheel trees read: not re-read there.
 NSA_PAGE_SIZE = 64
 NSA_QUANT_BLOCK = 128
 

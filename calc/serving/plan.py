@@ -24,6 +24,7 @@ from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
+from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.plan_v4 import v4_engine_plan
@@ -104,6 +105,7 @@ def prepare(
             if spec.vision
             else None,
             nsa="indexed_attention" in spec.attention_counts,
+            model_family=spec.family,  # SGLang: GLM-5's DSA settings (calc.serving.indexed_sglang)
             mla=spec.is_mla,  # SGLang >= 0.5.10's prefill CUDA graph (defaults_sglang_2026.py)
             linear_attention="linear_attention" in spec.attention_counts,
             model_name=spec.name,
@@ -260,7 +262,8 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         r["cell_bytes"],
         r["max_concurrency"],
     )
-    lines = [f"Load weight end. mem usage={w / GIB:.2f} GB", *sglang_pool_lines(lay, config, r)]
+    lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
+    lines += sglang_pool_lines(lay, config, r)
     refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
     lines.append(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
