@@ -40,8 +40,8 @@ FAMILIES = {
 def test_full_list():
     from test_presets_modern import MODERN
 
-    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 35
+    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + deepseek-v3.2
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 36
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 
