@@ -19,6 +19,9 @@ Sources (PyPI sdists of vllm 0.18.0 ... 0.33.0, unpacked):
 - block: platforms/interface.py update_block_size_for_backend: the default 16 becomes the
   preferred size of DeepseekV32IndexerBackend (kernel block 64), the first layer (0.18 - 0.30),
   or the smallest size every backend takes (0.31 on): 64. A given --block-size is kept.
+Corroboration, not a full log: LMCache issue #3339 (GLM-5-FP8 on vLLM 0.21.0) prints "GPU KV Cache
+Dimensions: [158][4372, 64, 132]": indexer-key layers of 64-token blocks of 132 B (no available
+memory or "GPU KV cache size" line is quoted, so it checks no count).
 """
 
 from __future__ import annotations
@@ -121,6 +124,13 @@ def test_block_size(v32):
 def test_refusals(v32, version, gpu, kv, message):
     with pytest.raises(ValueError, match=message):
         plan(v32, version, gpu, kv)
+
+
+def test_glm5_registered_from_0_16(glm5):
+    # registry.py: "GlmMoeDsaForCausalLM": ("deepseek_v2", ...) in the 0.16.0 sdist, not 0.14.1
+    with pytest.raises(ValueError, match=r"\['GlmMoeDsaForCausalLM'\] are not supported"):
+        plan(glm5, "0.14.1", "h200", "auto")
+    assert plan(glm5, "0.16.0", "h200", "auto").page_bytes == 64 * (BF16 + INDEX)
 
 
 def test_backend_names(v32, glm5):

@@ -44,6 +44,7 @@ NSA_PAGE_SIZE = 64
 NSA_QUANT_BLOCK = 128
 
 VLLM_V32_FROM = (0, 11, 0)  # registry.py: DeepseekV32ForCausalLM
+VLLM_GLM_DSA_FROM = (0, 16, 0)  # registry.py: GlmMoeDsaForCausalLM (GLM-5), deepseek_v2.py
 VLLM_V32_UNTIL = (0, 18, 0)  # from here the backend picks format and block: indexed_vllm.py
 VLLM_V32_AUTO_IS_FP8_UNTIL = (0, 11, 1)  # 0.11.0: "auto" -> "fp8_ds_mla"
 VLLM_SPARSE_BLOCK = 64  # platforms/cuda.py: forced for FlashMLASparse
@@ -139,6 +140,11 @@ def vllm_dsa_settings(spec: ModelSpec, config, gpu: str, model_dtype: str):
     from calc.serving.indexed_vllm import vllm_dsa_backend, vllm_dsa_block
 
     v = config.version_tuple
+    if spec.family in ("glm", "glm_moe_dsa") and v < VLLM_GLM_DSA_FROM:
+        raise ValueError(
+            "Model architectures ['GlmMoeDsaForCausalLM'] are not supported for now. (vLLM "
+            "before 0.16.0: registry.py has it in 0.16.0, not in 0.14.1; 0.15 not read)"
+        )
     if v < VLLM_V32_UNTIL:
         kd = vllm_v32_kv_dtype(config.kv_cache_dtype, v, model_dtype)
         return kd, ("fp8_ds_mla" if dtype_bits(kd) == 8 else "bf16"), config
