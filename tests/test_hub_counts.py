@@ -250,8 +250,7 @@ def test_deepseek_v3_2_every_dtype_written_out():
     "config",
     [
         {"model_type": "gemma4"},
-        {"model_type": "phi"},
-        {"model_type": "glm4_moe_lite"},
+        {"model_type": "phi"},  # (glm4_moe_lite is imported since the 'newm' merge)
         {"model_type": "ministral3"},
         {"model_type": "mistral3", "text_config": {"model_type": "ministral3"}},
     ],
@@ -260,3 +259,12 @@ def test_unsupported_model_types_of_the_set_are_refused_by_name(config):
     mt = config.get("text_config", config)["model_type"]
     with pytest.raises(ValueError, match=rf"'model_type' must be one of .*got '{mt}'"):
         calc.from_hf_config(config)
+
+
+def test_deepseek_v3_2_preset_stores_the_hub_count():
+    # presets/models/deepseek-v3.2.toml (family "deepseek", indexed layers): the checkpoint's
+    # bytes as the Hub counts them (above), plus one e8m0 byte per 128 x 128 block scale
+    spec, imported = calc.load_preset("deepseek-v3.2"), _spec("deepseek-ai/DeepSeek-V3.2")
+    scales = sum(v for k, v in calc.weight_bytes_breakdown(spec).items() if k.endswith(":scales"))
+    assert calc.weight_bytes(spec) == _stored(_counts("deepseek-ai/DeepSeek-V3.2")) + scales
+    assert calc.weight_bytes(spec) == calc.weight_bytes(imported)

@@ -41,8 +41,9 @@ FAMILIES = {
 def test_full_list():
     from test_presets_modern import MODERN
 
-    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + 2 Mamba-2 hybrids
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 37
+    # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + 2 Mamba-2 hybrids;
+    # + deepseek-v3.2
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 38
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

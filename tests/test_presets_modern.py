@@ -43,6 +43,15 @@ def active_less_embed(s: ModelSpec) -> int:
     return calc.active_param_count(s) - calc.param_breakdown(s)["embed"]
 
 
+def hub_total(s: ModelSpec) -> int:
+    # DeepSeek's checkpoints: the main model, the MTP layer (calc's include_mtp) with its own
+    # embedding and head copies, and each MoE layer's e_score_correction_bias buffer (one per
+    # routed expert; the MTP layer is a MoE layer) - tests/test_hub_counts.py
+    moe = dict(s.mlp_layer_types)["sparse"] + s.num_nextn_predict_layers
+    tables = 2 * s.vocab_size * s.hidden_size * s.num_nextn_predict_layers
+    return calc.param_count(s.replace(include_mtp=True)) + tables + moe * s.num_local_experts
+
+
 def active_less_tables(s: ModelSpec) -> int:
     # GLM-4.5 and Qwen3-Next state activated parameters without the embedding and the LM head
     b = calc.param_breakdown(s)
@@ -74,6 +83,11 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
     ),
     "deepseek-v3": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
     "deepseek-r1": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
+    # the Hub's size label: its safetensors total, 685,355,329,792 (hub_dtype_counts.json)
+    "deepseek-v3.2": (
+        ("685B", ROUND, lambda s: hub_total(s), 0, "Hub size label: + MTP layer, its tables"),
+        ("37B", ROUND, active_less_embed, 0, "V3's figure, repeated for V3.2 (milvus.io)"),
+    ),
     "kimi-k2": (("1T", ROUND, total, 0, CARD), ("32B", ROUND, active_less_embed, 0, CARD)),
     # 284,332,230,231 (= transformers' numel on meta); active 13.80B with the embedding table,
     # 13.27B without: DeepSeek counts activated parameters without the input table (V3's
@@ -163,7 +177,7 @@ def test_quantized_checkpoint_presets():
     quantized = {n for n in MODERN if calc.load_preset(n).quantization is not None}
     assert quantized == {
         "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "deepseek-r1", "kimi-k2", "deepseek-v4-flash",
-        "minimax-m2.5", "kimi-k2.5",
+        "minimax-m2.5", "kimi-k2.5", "deepseek-v3.2",
     }  # fmt: skip
     # every fixture config.json that has a quantization_config is such a preset
     import json

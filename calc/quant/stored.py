@@ -64,7 +64,9 @@ def checkpoint_extras(spec: ModelSpec) -> tuple[int, int]:
 def fp32_norms(spec: ModelSpec) -> dict[str, int]:
     """Norm values a checkpoint of `spec` (its checkpoint_spec) stores in fp32 rather than the
     base dtype, by the param_breakdown component that counts them; {} for most families."""
-    if spec.family not in FP32_NORM_FAMILIES:
+    # the preset family "deepseek" with indexed layers is DeepSeek-V3.2 (presets/models)
+    v32_preset = spec.family == "deepseek" and "indexed_attention" in spec.attention_counts
+    if spec.family not in FP32_NORM_FAMILIES and not v32_preset:
         return {}
     indexed = spec.attention_counts.get("indexed_attention", 0)
     n = spec.num_nextn_predict_layers if spec.include_mtp else 0

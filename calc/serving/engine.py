@@ -191,6 +191,7 @@ def engine_config(
     linear_attention: bool = False,
     nemotron_h: bool = False,
     model_name: str = "",
+    model_family: str = "",
     **settings,
 ) -> VllmConfig | SglangConfig:
     """A validated config with the version's defaults for every setting left out or None.
@@ -199,7 +200,7 @@ def engine_config(
     decide the defaults that depend on them; SGLang's mem_fraction_static also the model's
     vision encoder kind (`multimodal`, None for a text model) and size (`vision_tower`: its
     num_hidden_layers and hidden_size; needed for a multimodal default from v0.4.9.post3),
-    DeepSeek NSA (`nsa`), and from
+    DeepSeek NSA (`nsa`; SGLang's DSA settings also `gpu_name` and `model_family`), and from
     SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention, NemotronH (`nemotron_h`,
     a Mamba-2 hybrid of that architecture) and the model's name.
     A setting of the other engine is refused with its name.
@@ -240,6 +241,8 @@ def engine_config(
             linear_attention=linear_attention,
             nemotron_h=nemotron_h,
             model_name=model_name,
+            gpu_name=gpu_name,
+            model_family=model_family,
         )
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)

@@ -20,6 +20,7 @@ from calc.serving.defaults_sglang import (
     sglang_vlm_default_scale,
     sglang_vlm_runner_scale,
 )
+from calc.serving.indexed_sglang import sglang_dsa_settings
 
 
 def sglang_settings(
@@ -35,11 +36,16 @@ def sglang_settings(
     linear_attention: bool,
     model_name: str,
     nemotron_h: bool = False,
+    gpu_name: str = "",
+    model_family: str = "",
 ) -> dict:
     """The given settings (None values already dropped) completed with `version`'s defaults;
     the arguments after `settings` are engine_config's (its docstring)."""
     kw = dict(settings)
     sv = sglang_version(version)
+    if nsa:  # page size, DP attention, KV dtype: ServerArgs' DeepSeek DSA overrides
+        glm = model_family in ("glm", "glm_moe_dsa")
+        kw = sglang_dsa_settings(sv, kw, gpu_name, gpu_vendor, glm)
     sg26.check_piecewise_setting(sv, kw.get("disable_piecewise_cuda_graph"))
     given = kw.get("mem_fraction_static")
     forced = sglang_model_checks(sv, given, nsa=nsa)

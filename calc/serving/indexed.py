@@ -26,7 +26,7 @@ vLLM, read in the PyPI sdists 0.11.0 - 0.17.0 (each file named below is the same
   whose page is the sum of the layers' pages; num_blocks = available // that page,
   "GPU KV cache size" = num_blocks x 64, one request needs cdiv(max_model_len, 64) blocks.
 From 0.18.0 the fp8 format and block size are chosen by the attention backend instead
-(model_executor/layers/attention/mla_attention.py): not modelled yet.
+(model_executor/layers/attention/mla_attention.py): calc.serving.indexed_vllm, read up to 0.33.0.
 """
 
 from __future__ import annotations
@@ -35,13 +35,17 @@ from calc.dtypes import canonical_dtype, dtype_bits
 from calc.spec import ModelSpec
 
 # SGLang's NSATokenToKVPool (python/sglang/srt/mem_cache/memory_pool.py): pages of 64 tokens
-# (asserted on CUDA; server_args sets page_size 64 for DeepSeek DSA), fp8 blocks of 128 values
-# with one fp32 scale each, the rope part kept in bf16 (rope_storage_dtype).
+# (asserted on CUDA; ServerArgs sets page_size 64 for DeepSeek DSA: calc.serving.indexed_sglang),
+# fp8 blocks of 128 values with one fp32 scale each, the rope part kept in bf16
+# (rope_storage_dtype). The indexer keys: (size + page_size + 1) // page_size pages, read in the
+# 0.5.10 - 0.5.17 wheels (DSATokenToKVPool from 0.5.13); 0.5.18 moves them to IndexKeyCache,
+# outside the partial wheel trees read: not re-read there.
 NSA_PAGE_SIZE = 64
 NSA_QUANT_BLOCK = 128
 
 VLLM_V32_FROM = (0, 11, 0)  # registry.py: DeepseekV32ForCausalLM
-VLLM_V32_UNTIL = (0, 18, 0)  # backend-chosen fp8 format and block size: not modelled
+VLLM_GLM_DSA_FROM = (0, 16, 0)  # registry.py: GlmMoeDsaForCausalLM (GLM-5), deepseek_v2.py
+VLLM_V32_UNTIL = (0, 18, 0)  # from here the backend picks format and block: indexed_vllm.py
 VLLM_V32_AUTO_IS_FP8_UNTIL = (0, 11, 1)  # 0.11.0: "auto" -> "fp8_ds_mla"
 VLLM_SPARSE_BLOCK = 64  # platforms/cuda.py: forced for FlashMLASparse
 VLLM_SPARSE_HEAD = 576  # FlashMLASparseBackend.get_supported_head_sizes
@@ -73,33 +77,36 @@ def nsa_token_bytes(spec: ModelSpec, kv_dtype: str) -> tuple[int, int]:
 
 
 def check_vllm_v32_version(version: tuple[int, ...]) -> None:
-    """vLLM releases whose DeepSeek-V3.2 caches kvcalc models, or a ValueError."""
+    """vLLM releases that serve DeepSeek-V3.2 (and GLM-5, GlmMoeDsaForCausalLM), or a
+    ValueError."""
     if tuple(version[:3]) < VLLM_V32_FROM:
         raise ValueError(
             "Model architectures ['DeepseekV32ForCausalLM'] are not supported for now. "
             "(vLLM before 0.11.0)"
         )
-    if tuple(version[:3]) >= VLLM_V32_UNTIL:
-        raise ValueError(
-            "'version' must be below 0.18.0 for DeepSeek-V3.2 under vLLM: from 0.18.0 the "
-            "attention backend picks the fp8 cache format and block size, which kvcalc does "
-            f"not model yet; got {'.'.join(map(str, version[:3]))}"
-        )
 
 
 def vllm_v32_kv_dtype(kv_cache_dtype: str, version: tuple[int, ...], model_dtype: str) -> str:
-    """The cache dtype vLLM stores DeepSeek-V3.2's latent in, in kvcalc's spelling: "fp8_e4m3"
-    for vLLM's "fp8_ds_mla" (any fp8 setting; "auto" too in 0.11.0), else the model dtype
-    ("auto" and "bfloat16" both become "auto")."""
+    """The cache dtype vLLM (below 0.18.0) stores DeepSeek-V3.2's latent in, in kvcalc's
+    spelling: "fp8_e4m3" for vLLM's "fp8_ds_mla" (any fp8 setting; "auto" too in 0.11.0), else
+    the model dtype ("auto" and "bfloat16" both become "auto")."""
     check_vllm_v32_version(version)
+    _check_kv_choice(kv_cache_dtype)
+    auto_fp8 = tuple(version[:3]) < VLLM_V32_AUTO_IS_FP8_UNTIL
+    if kv_cache_dtype.startswith("fp8") or (kv_cache_dtype == "auto" and auto_fp8):
+        return "fp8_e4m3"
+    return _check_model_dtype(model_dtype)
+
+
+def _check_kv_choice(kv_cache_dtype: str) -> None:
     if kv_cache_dtype not in VLLM_V32_KV_DTYPES:
         raise ValueError(
             f"'kv_cache_dtype' must be one of {', '.join(VLLM_V32_KV_DTYPES)} for "
             f"DeepSeek-V3.2 under vLLM (--kv-cache-dtype choices): got {kv_cache_dtype!r}"
         )
-    auto_fp8 = tuple(version[:3]) < VLLM_V32_AUTO_IS_FP8_UNTIL
-    if kv_cache_dtype.startswith("fp8") or (kv_cache_dtype == "auto" and auto_fp8):
-        return "fp8_e4m3"
+
+
+def _check_model_dtype(model_dtype: str) -> str:
     dtype = canonical_dtype(model_dtype)
     if dtype != "bf16":  # FlashMLASparseBackend.get_supported_dtypes: [torch.bfloat16]
         raise ValueError(
@@ -109,9 +116,10 @@ def vllm_v32_kv_dtype(kv_cache_dtype: str, version: tuple[int, ...], model_dtype
     return dtype
 
 
-def vllm_sparse_token_bytes(spec: ModelSpec, kv_dtype: str) -> tuple[int, int]:
+def vllm_sparse_token_bytes(spec: ModelSpec, kv_dtype: str, fmt: str = "") -> tuple[int, int]:
     """(latent, indexer key) bytes of one token in one layer of vLLM's DeepSeek-V3.2 cache:
-    656 (fp8_ds_mla) or 576 x dtype bytes, and index_head_dim + index_head_dim // 128 x 4."""
+    656 (`fmt` "fp8_ds_mla", every 8-bit cache below 0.18), 576 (standard fp8, the FlashInfer
+    backends) or 576 x dtype bytes, and index_head_dim + index_head_dim // 128 x 4."""
     head = spec.kv_lora_rank + spec.qk_rope_head_dim
     if head != VLLM_SPARSE_HEAD:
         raise ValueError(
@@ -119,9 +127,33 @@ def vllm_sparse_token_bytes(spec: ModelSpec, kv_dtype: str) -> tuple[int, int]:
             f"FlashMLASparse backend (get_supported_head_sizes): got {head}"
         )
     bits = dtype_bits(kv_dtype)
-    latent = FP8_DS_MLA_BYTES if bits == 8 else head * bits // 8
+    ds_mla = bits == 8 and fmt in ("", "fp8_ds_mla")
+    latent = FP8_DS_MLA_BYTES if ds_mla else head * bits // 8
     d = spec.index_head_dim
     return latent, d + d // VLLM_INDEXER_QUANT_BLOCK * 4
+
+
+def vllm_dsa_settings(spec: ModelSpec, config, gpu: str, model_dtype: str):
+    """(kv dtype, latent format, config with the block vLLM uses) for an indexed model: below
+    0.18 `vllm_v32_kv_dtype` and the forced block (the layout's); from 0.18 the backend's
+    choice (calc.serving.indexed_vllm)."""
+    from calc.serving.indexed_vllm import vllm_dsa_backend, vllm_dsa_block
+
+    v = config.version_tuple
+    if spec.family in ("glm", "glm_moe_dsa") and v < VLLM_GLM_DSA_FROM:
+        raise ValueError(
+            "Model architectures ['GlmMoeDsaForCausalLM'] are not supported for now. (vLLM "
+            "before 0.16.0: registry.py has it in 0.16.0, not in 0.14.1; 0.15 not read)"
+        )
+    if v < VLLM_V32_UNTIL:
+        kd = vllm_v32_kv_dtype(config.kv_cache_dtype, v, model_dtype)
+        return kd, ("fp8_ds_mla" if dtype_bits(kd) == 8 else "bf16"), config
+    _check_kv_choice(config.kv_cache_dtype)
+    _check_model_dtype(model_dtype)  # FlashInfer's fp16 is not modelled
+    _, fmt = vllm_dsa_backend(spec, v, gpu, config.kv_cache_dtype, config.tensor_parallel_size)
+    block = vllm_dsa_block(config.block_size)
+    kd = "bf16" if fmt == "bf16" else "fp8_e4m3"
+    return kd, fmt, config.model_copy(update={"block_size": block})
 
 
 def vllm_v32_load_bytes(spec: ModelSpec, max_num_batched_tokens: int) -> int:

@@ -51,6 +51,7 @@ from calc.layout import STATE_TYPES as STATE_KINDS  # a MambaSpec page a sequenc
 from calc.serving.indexed import (
     NSA_PAGE_SIZE,
     VLLM_SPARSE_BLOCK,
+    VLLM_V32_UNTIL,
     check_vllm_v32_version,
     nsa_token_bytes,
     vllm_sparse_token_bytes,
@@ -204,10 +205,12 @@ def kv_layout(
     hybrid: bool = True,
     chunked_hybrid: bool = False,
     state_dtype: str = "bf16",
+    dsa: str = "",
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
-    model dtype, which a linear layer's state is kept in."""
+    model dtype, which a linear layer's state is kept in; `dsa`: vLLM's latent format for
+    indexed layers (calc.serving.indexed.vllm_dsa_settings)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
@@ -227,7 +230,7 @@ def kv_layout(
     )
     linear = sum(counts.get(k, 0) for k in STATE_KINDS)
     if "indexed_attention" in counts:
-        return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common)
+        return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common, dsa)
     if engine == "sglang":
         extra, split = sglang_hybrid_fields(spec, tp, pp, version, split)
         common.update(extra)
@@ -268,10 +271,11 @@ def kv_layout(
     return KVLayout((group,), max(split), split, tb, **common)
 
 
-def _indexed_layout(spec, counts, split, kv_dtype, engine, version, common) -> KVLayout:
+def _indexed_layout(spec, counts, split, kv_dtype, engine, version, common, dsa) -> KVLayout:
     """DeepSeek-V3.2 (every layer indexed). SGLang: the NSA pool, latent and indexer keys in one
     token pool. vLLM (calc.serving.indexed): one UniformTypeKVCacheSpecs group of the latent and
-    indexer-key layers, block size 64; `token_bytes` is one token of both caches of a layer."""
+    indexer-key layers, block size forced to 64 below 0.18 (from 0.18 the plan's config carries
+    it); `token_bytes` is one token of both caches of a layer."""
     if len(counts) > 1:
         _refuse(spec, "indexed layers mixed with other attention kinds")
     group = Group("indexed_attention", max(split))
@@ -279,12 +283,11 @@ def _indexed_layout(spec, counts, split, kv_dtype, engine, version, common) -> K
         check_vllm_v32_version(version)
         if len(split) > 1:  # the global UniformTypeKVCacheSpecs page up to 0.16, projected after
             _refuse(spec, "vLLM's DeepSeek-V3.2 caches with pipeline parallelism")
-        latent, index = vllm_sparse_token_bytes(spec, kv_dtype)
+        latent, index = vllm_sparse_token_bytes(spec, kv_dtype, dsa)
         kb = dtype_bits(kv_dtype) // 8
         common = {**common, "head_size": latent // kb, "kv_bytes": kb}
-        return KVLayout(
-            (group,), max(split), split, latent + index, **common, forced_block=VLLM_SPARSE_BLOCK
-        )
+        forced = VLLM_SPARSE_BLOCK if version < VLLM_V32_UNTIL else None
+        return KVLayout((group,), max(split), split, latent + index, **common, forced_block=forced)
     latent, index = nsa_token_bytes(spec, kv_dtype)
     kb = (
         dtype_bits(kv_dtype) // 8

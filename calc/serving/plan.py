@@ -23,7 +23,8 @@ from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.hardware import HardwareSpec, resolve_hardware
-from calc.serving.indexed import vllm_v32_kv_dtype, vllm_v32_load_bytes
+from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
+from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
 from calc.serving.plan_v4 import v4_engine_plan
@@ -105,6 +106,7 @@ def prepare(
             if spec.vision
             else None,
             nsa="indexed_attention" in spec.attention_counts,
+            model_family=spec.family,  # SGLang: GLM-5's DSA settings (calc.serving.indexed_sglang)
             mla=spec.is_mla,  # SGLang >= 0.5.10's prefill CUDA graph (defaults_sglang_2026.py)
             linear_attention="linear_attention" in spec.attention_counts,
             nemotron_h="mamba" in spec.attention_counts and is_nemotron_h(spec),
@@ -117,9 +119,9 @@ def prepare(
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
         ep, split = config.expert_parallel_size, None
     weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
-    kd = config.kv_dtype(activation_dtype(wd))
+    kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
-        kd = vllm_v32_kv_dtype(config.kv_cache_dtype, config.version_tuple, activation_dtype(wd))
+        kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
     hybrid = chunked = True
@@ -128,9 +130,8 @@ def prepare(
         chunked = config.allow_chunked_local_attn_hybrid
     state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
-    lay = kv_layout(
-        spec, kv_tp, pp, kd, config.engine, config.version_tuple, part, hybrid, chunked, state_dtype
-    )
+    v = config.version_tuple
+    lay = kv_layout(spec, kv_tp, pp, kd, config.engine, v, part, hybrid, chunked, state_dtype, dsa)
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])
@@ -263,7 +264,8 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         r["cell_bytes"],
         r["max_concurrency"],
     )
-    lines = [f"Load weight end. mem usage={w / GIB:.2f} GB", *sglang_pool_lines(lay, config, r)]
+    lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
+    lines += sglang_pool_lines(lay, config, r)
     refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
     lines.append(
         f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
