@@ -19,10 +19,12 @@ from calc.serving.defaults_sglang import SGLANG_NEWEST
 from calc.serving.defaults_sglang import release_name as sglang_release_name
 from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM, SMALL_GPU_FROM
 from calc.serving.engine import DEFAULT_VERSION
-from calc.serving.layout import HYBRID_ALLOCATOR_FROM, MAMBA_HYBRID_FROM
+from calc.serving.layout import HYBRID_ALLOCATOR_FROM
 from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
 from calc.serving.plan import PP_CHECK_PER_RANK_FROM, EnginePlan, engine_plan
 from calc.serving.sglang_hybrid import GDN_FROM, PADDING_SLOT_FROM, RATIO_FROM
+from calc.serving.vllm_mamba import ALIGN_FROM, ALL_MODE_UNTIL
+from calc.serving.vllm_mamba import GDN_FROM as VLLM_GDN_FROM
 from calc.sharding import unplannable
 from dashboard.capacity_data import _HASH
 from dashboard.data import GB, GIB
@@ -45,7 +47,9 @@ ENGINE_VERSIONS = {
                     TOKENS_LINE_FROM,
                     V1_DEFAULT_FROM,
                     HYBRID_ALLOCATOR_FROM,
-                    MAMBA_HYBRID_FROM,
+                    VLLM_GDN_FROM,
+                    ALIGN_FROM,  # linear layers' prefix-cache pages
+                    ALL_MODE_UNTIL,
                     PP_CHECK_PER_RANK_FROM,
                     CUDAGRAPH_SUBTRACTED_FROM,
                     V1_XL_BATCH_FROM,

@@ -118,23 +118,69 @@ def test_vllm_nemotron_ssm_dtype_by_release():
 
 def test_vllm_mamba_pages_a_request_by_release():
     L, block = 65536, 2096  # Nemotron 3 Nano at tp 1 (test_vllm_nemotron_nano_tp1)
-    for version, pages in (("0.25.0", 1), ("0.26.0", 2), ("0.31.0", 2), ("0.32.0", 3)):
+    # 0.25.0 "none": 1 page; 0.26.x - 0.27.x "all" (models/config.py: `"all" if
+    # model_config.supports_mamba_prefix_caching else "align"`; nemotron_h.py declares
+    # SupportsMambaPrefixCaching): a state per block, cdiv(L, block) pages; 0.28.0 on "align"
+    # alone: 2 pages, + MambaMixer2's checkpoint block from 0.32.0
+    all_mode = cdiv(L, block)
+    for version, pages in (
+        ("0.25.0", 1),
+        ("0.26.0", all_mode),
+        ("0.27.0", all_mode),
+        ("0.28.0", 2),
+        ("0.31.0", 2),
+        ("0.32.0", 3),
+    ):
         p = vllm(NANO, version=version, max_model_len=L)
         assert p.max_concurrency == pytest.approx(
             p.num_gpu_blocks / (4 * pages + cdiv(L, block))
         ), version
     # "none" mode: the MambaSpec block is max_model_len, the smallest when under the attention
-    # block; align mode: the attention block
+    # block; "all" / "align": the attention block
     short = 1024
     p = vllm(NANO, version="0.25.0", max_model_len=short)
     assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * short
-    p = vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=4096)
+    p = vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=2048)
     assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * block
-    # 0.26.0's align mode asserts block_size <= max_num_batched_tokens (config/vllm.py; the
-    # assertion is gone from 0.27.0)
-    with pytest.raises(ValueError, match="'max_num_batched_tokens' must be at least .* 2096"):
-        vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=2048)
+    # 0.26.0's align-mode assertion (block_size <= max_num_batched_tokens, config/vllm.py; gone
+    # from 0.27.0) does not apply to "all" mode; Qwen3-Next's Gated DeltaNet runs "align" there
+    # (its state at tp 4: conv (2 x 16 x 128 + 32 x 128) / 4 x 3 + 32 / 4 x 128 x 128 values,
+    # bf16 = 274,432 B; 2 KV heads / 4 -> 1 x 256 x 2 x 2 B = 1,024 B a token: block 16 x
+    # cdiv(274,432, 16 x 1,024) = 272)
+    with pytest.raises(ValueError, match="'max_num_batched_tokens' must be at least .* 272"):
+        engine_plan(
+            "qwen3-next-80b-a3b", "h100-sxm", "vllm", version="0.26.0", max_model_len=short,
+            tensor_parallel_size=4, max_num_batched_tokens=256,
+        )  # fmt: skip
     assert vllm(NANO, version="0.27.0", max_model_len=short, max_num_batched_tokens=2048).fits
+
+
+def test_vllm_gated_deltanet_pages_by_release_and_gpu():
+    # Qwen3-Next at tp 4 (state 274,432 B, 1,024 B a token: above): "align" from 0.26.0 (no
+    # SupportsMambaPrefixCaching in qwen3_next.py), 2 pages a request per linear group; 0.33.0's
+    # QwenGatedDeltaNetAttention exports a checkpoint block when its prefill backend is
+    # FlashInfer (_resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with linear_key_head_dim
+    # 128 on CUDA 13) and folds FLASHINFER_GDN_CHECKPOINT_ALIGNMENT 64 into the attention block
+    # (platforms/interface.py: lcm(16, 64)); Triton elsewhere (an A100)
+    L, state, per_token = 65536, 274432, 1024
+    # 48 layers: 36 linear + 12 full -> group size 12, 3 linear groups + 1 full group
+    for version, gpu, pages, align in (
+        ("0.25.0", "h100-sxm", 1, 16),
+        ("0.26.0", "h100-sxm", 2, 16),
+        ("0.32.0", "h100-sxm", 2, 16),
+        ("0.33.0", "a100-80gb", 2, 16),
+        ("0.33.0", "h100-sxm", 3, 64),
+        ("0.33.0", "b200", 3, 64),
+    ):
+        block = align * cdiv(state, align * per_token)
+        p = engine_plan(
+            "qwen3-next-80b-a3b", gpu, "vllm", version=version, max_model_len=L,
+            tensor_parallel_size=4,
+        )  # fmt: skip
+        assert p.page_bytes == block * per_token, (version, gpu)
+        assert p.max_concurrency == pytest.approx(
+            p.num_gpu_blocks / (3 * pages + cdiv(L, block))
+        ), (version, gpu)
 
 
 def test_vllm_refusals():

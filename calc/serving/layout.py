@@ -15,8 +15,8 @@ cache size" divides the blocks among the groups (x the smallest block size of th
 Per request (each spec's max_memory_usage_bytes, kv_cache_interface.py): a full-attention layer
 needs ceil(L / block) blocks; a sliding one ceil(min(window - 1 + max_num_batched_tokens, L) /
 block) + 1 (SlidingWindowSpec); a chunked one ceil(min(chunk + max_num_batched_tokens, L) /
-block) (ChunkedLocalAttentionSpec); a linear-attention (Gated DeltaNet) one its state, one page
-(MambaSpec, mamba_cache_mode "none": prefix caching off, as 0.11 runs hybrid models).
+block) (ChunkedLocalAttentionSpec); a linear-attention one its state: one page before 0.26.0,
+then the prefix-cache mode's pages (MambaSpec; calc.serving.vllm_mamba.StatePages).
 Linear layers (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): the
 state is the conv (conv_dim / tp x (kernel - 1)) and recurrent (value heads / tp x dk x dv)
 tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_cache_dtype
@@ -24,18 +24,16 @@ tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_ca
 attention bytes per token)) when larger than block_size, and the state page padded to the
 attention page (mamba_page_size_padded; 0.33.0 does the same arithmetic in
 Platform._align_hybrid_block_size, platforms/interface.py). Mamba-2 layers (Nemotron-H, Granite
-4.0-H) are planned the same way with their own state (calc.serving.vllm_mamba); blocks without a
-mixer ("none") hold no cache and join no group.
+4.0-H) are planned the same way with their own state; "none" blocks hold no cache.
 Chunked layers: a spec of their own (ChunkedLocalAttentionSpec) from 0.10.0, full attention
-before; from 0.10.1 vLLM disables the hybrid allocator for them unless
-VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (VllmConfig.__post_init__; the variable is
-absent in 0.10.0's envs.py, False from 0.10.1), and then sizes every layer as full attention.
+before; from 0.10.1 vLLM disables the hybrid allocator for them unless VLLM_ALLOW_CHUNKED_LOCAL_
+ATTN_WITH_HYBRID_KV_CACHE=1 (VllmConfig.__post_init__; absent in 0.10.0's envs.py, False from
+0.10.1), and then sizes every layer as full attention.
 With the hybrid manager disabled, or before it (V0), every layer is sized as full attention.
-DeepSeek-V3.2's indexed layers in vLLM: one group of the latent and indexer-key caches, block
-size 64 (calc.serving.indexed).
+DeepSeek-V3.2's indexed layers in vLLM: one group of latent and indexer keys (calc.serving.indexed).
 SGLang keeps one token pool over all layers (MLA: MLATokenToKVPool, the latent only; DeepSeek-V3.2's
-indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss
-(GptOssForCausalLM, model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
+indexed layers: NSATokenToKVPool, see `nsa_token_bytes`); gpt-oss (GptOssForCausalLM,
+model_config.is_hybrid_swa_model) gets the sliding-window pool: see memory.py.
 Qwen3-Next's linear layers (a mamba state pool beside the full layers' token pool) and Llama 4's
 chunked layers (full attention, or the sliding-window pool from 0.5.8): calc.serving.sglang_hybrid.
 """
@@ -43,6 +41,7 @@ chunked layers (full attention, or the sliding-window pool from 0.5.8): calc.ser
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from calc.dtypes import dtype_bits
@@ -60,7 +59,7 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.serving.vllm_mamba import vllm_state_bytes, vllm_state_pages
+from calc.serving.vllm_mamba import StatePages, vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -105,7 +104,7 @@ class KVLayout:
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
     sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
-    state_pages: int = 1  # vLLM: pages a request holds per state group (> 1: "align" mode)
+    state_pages: StatePages = StatePages()  # vLLM: how a request holds a state group
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
@@ -114,7 +113,7 @@ class KVLayout:
             return self.forced_block
         if not self.state_bytes:
             return configured
-        a = KERNEL_BLOCK_ALIGNMENT
+        a = math.lcm(KERNEL_BLOCK_ALIGNMENT, self.state_pages.alignment)
         return max(configured, a * cdiv(self.state_bytes, a * self.token_bytes))
 
     def page_bytes(self, block_size: int) -> int:
@@ -123,7 +122,7 @@ class KVLayout:
 
     def report_block(self, block_size: int, max_model_len: int) -> int:
         """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
-        if any(g.kind in STATE_KINDS for g in self.groups) and self.state_pages == 1:
+        if any(g.kind in STATE_KINDS for g in self.groups) and self.state_pages.mode == "none":
             return _min(block_size, max_model_len)  # "align": mamba_block_size = block_size
         return block_size
 
@@ -143,7 +142,7 @@ class KVLayout:
                 n = _min(self.chunk + max_num_batched_tokens, max_model_len)
                 total = total + cdiv(n, block_size)
             elif g.kind in STATE_KINDS:
-                total = total + self.state_pages
+                total = total + self.state_pages.per_request(max_model_len, block_size)
             else:
                 total = total + cdiv(max_model_len, block_size)
         return total
@@ -206,11 +205,13 @@ def kv_layout(
     chunked_hybrid: bool = False,
     state_dtype: str = "bf16",
     dsa: str = "",
+    gpu: str = "",
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
     model dtype, which a linear layer's state is kept in; `dsa`: vLLM's latent format for
-    indexed layers (calc.serving.indexed.vllm_dsa_settings)."""
+    indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset (vLLM's linear
+    layers' prefix-cache layout depends on it from 0.33.0)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
@@ -247,7 +248,7 @@ def kv_layout(
                 "to one unified type."
             )
         common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype)
-        common["state_pages"] = vllm_state_pages(spec, version)
+        common["state_pages"] = vllm_state_pages(spec, version, gpu)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")

@@ -131,7 +131,9 @@ def prepare(
     state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     v = config.version_tuple
-    lay = kv_layout(spec, kv_tp, pp, kd, config.engine, v, part, hybrid, chunked, state_dtype, dsa)
+    lay = kv_layout(
+        spec, kv_tp, pp, kd, config.engine, v, part, hybrid, chunked, state_dtype, dsa, hw.name
+    )
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])

@@ -24,32 +24,47 @@ NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.
 floor (its sdist not read; its SSM dtype rule taken as 0.12.0's). use_replayssm (off by default, 0.33.0) and speculative tokens
 (num_spec extra conv columns) are not modelled: kvcalc plans neither.
 Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
-(0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig sets
-mamba_cache_mode "align" by default: the MambaSpec's block is the attention block
-(mamba_block_size = block_size; the block size arithmetic is unchanged, the chunk-size rounding
-is "all" mode's) and a request needs 2 + num_prefill_checkpoint_blocks pages a group
-(MambaSpec.max_memory_usage_bytes), MambaMixer2 declaring one checkpoint block from 0.32.0
-(mamba_mixer2.py get_kv_cache_spec): 1 page before 0.26.0, 2 in 0.26.0 - 0.31.x, 3 from 0.32.0
-for Mamba-2 layers. 0.26.x's align mode also asserts block_size <= max_num_batched_tokens
-(VllmConfig; not in 0.27.0). kvcalc has no --enable-prefix-caching setting: the default is planned.
-Qwen3-Next's Gated DeltaNet layers keep the "none" mode's one page here (their align-mode
-pages, from 0.33.0 conditional on QwenGatedDeltaNetAttention._exports_checkpoints, are not
-modelled yet).
+(0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig.
+verify_and_update_config picks a mamba_cache_mode other than "none" by default, and the
+MambaSpec's block becomes the attention block (mamba_block_size = block_size; "none" mode's is
+max_model_len). Pages a request holds a group (MambaSpec.max_memory_usage_bytes / max_num_blocks_
+per_req):
+- "none" (before 0.26.0): 1;
+- "all" (0.26.x - 0.27.x, the models declaring SupportsMambaPrefixCaching: NemotronH and
+  GraniteMoeHybrid among kvcalc's; models/config.py `"all" if supports_mamba_prefix_caching else
+  "align"`): a state per block, cdiv(max_model_len, block_size);
+- "align" (0.26.x - 0.27.x for the others, Qwen3-Next's Gated DeltaNet; every model from 0.28.0,
+  whose config.py sets "align" alone): 2 + num_prefill_checkpoint_blocks. MambaMixer2 declares
+  one checkpoint block from 0.32.0 (mamba_mixer2.py get_kv_cache_spec; absent in 0.31.0); the
+  Gated DeltaNet from 0.33.0 when its prefill backend is FlashInfer (gdn/qwen_gdn_linear_attn.py
+  _exports_checkpoints / _resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with
+  linear_key_head_dim 128 and CUDA runtime >= 13, the default wheel's: setup.py "[cu13] extra is
+  the default"), whose checkpoint alignment, 64 (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_
+  ALIGNMENT), platforms/interface.py then folds into the attention block's alignment
+  (lcm with the kernel's 16).
+0.26.x's align mode also asserts block_size <= max_num_batched_tokens (VllmConfig; not in
+0.27.0). kvcalc has no --enable-prefix-caching setting: the default is planned.
 kvcalc tells NemotronH from GraniteMoeHybrid by the spec's family ("nemotron_h" when imported
 from a config.json, "nemotron-3" for the preset).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from calc.dtypes import dtype_bits
 from calc.layers import KINDS
+from calc.serving.hardware import cuda_capability
 
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
 NEMOTRON_SSM_CONFIG_FROM = (0, 13, 0)  # NemotronHForCausalLMConfig
 NEMOTRON_SSM_FP32_FROM = (0, 20, 0)  # its default "float16" -> "float32"
-ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "align"
+ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "all" / "align"
+ALL_MODE_UNTIL = (0, 28, 0)  # "all" for SupportsMambaPrefixCaching models before 0.28.0
+GDN_CHECKPOINT_FROM = (0, 33, 0)  # QwenGatedDeltaNetAttention: a checkpoint block (FlashInfer)
+GDN_CHECKPOINT_ALIGNMENT = 64  # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
 ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
 CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
 
@@ -103,16 +118,48 @@ def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) 
     return state // 8 // tp  # conv_dim / tp and value heads / tp
 
 
-def vllm_state_pages(spec, version: tuple[int, ...]) -> int:
-    """Pages one request holds in each state group (MambaSpec.max_memory_usage_bytes)."""
-    if "mamba" not in spec.attention_counts or version < ALIGN_FROM:
-        return 1
-    return 3 if version >= CHECKPOINT_PAGE_FROM else 2
+class StatePages(NamedTuple):
+    """How a request holds a linear layer's state group in vLLM (the module docstring)."""
+
+    mode: str = "none"  # mamba_cache_mode: "none", "all" or "align"
+    checkpoint: int = 0  # num_prefill_checkpoint_blocks ("align")
+    alignment: int = 1  # the prefill checkpoint alignment folded into the attention block
+
+    def per_request(self, max_model_len: int, block_size: int) -> int:
+        if self.mode == "all":
+            return -(-max_model_len // block_size)
+        return 2 + self.checkpoint if self.mode == "align" else 1
+
+
+def vllm_state_pages(spec, version: tuple[int, ...], gpu: str = "") -> StatePages:
+    """The prefix-caching mode a linear layer's state group runs in (MambaModelConfig)."""
+    if version < ALIGN_FROM:
+        return StatePages()
+    mamba2 = "mamba" in spec.attention_counts
+    if mamba2:  # NemotronH / GraniteMoeHybrid: SupportsMambaPrefixCaching
+        if version < ALL_MODE_UNTIL:
+            return StatePages("all")
+        return StatePages("align", 1 if version >= CHECKPOINT_PAGE_FROM else 0)
+    if version >= GDN_CHECKPOINT_FROM and _gdn_flashinfer(spec, gpu):
+        return StatePages("align", 1, GDN_CHECKPOINT_ALIGNMENT)
+    return StatePages("align")
+
+
+def _gdn_flashinfer(spec, gpu: str) -> bool:
+    """_resolve_gdn_prefill_backend (0.33.0): FlashInfer on sm90, or sm10x / sm12x with 128-wide
+    keys (CUDA runtime 13, the default wheel's); Triton otherwise."""
+    cc = cuda_capability(gpu) if gpu else None
+    if cc is None:
+        raise ValueError(
+            f"'gpu' must be an NVIDIA preset for vLLM >= 0.33's Gated DeltaNet prefix-cache "
+            f"layout (its prefill backend, and so its pages, depend on the GPU): got {gpu!r}"
+        )
+    return cc == (9, 0) or (cc[0] in (10, 12) and spec.linear_key_head_dim == 128)
 
 
 def check_align_block(lay, block_size: int, max_num_batched_tokens: int, version) -> None:
     """Align mode's VllmConfig assertion (0.26.x only: gone from config/vllm.py in 0.27.0)."""
-    if version >= ALIGN_BLOCK_CHECK_UNTIL or lay.state_pages == 1:
+    if version >= ALIGN_BLOCK_CHECK_UNTIL or lay.state_pages.mode != "align":
         return
     if block_size > max_num_batched_tokens:
         raise ValueError(
