@@ -109,3 +109,16 @@ def test_glm_defaults_follow_the_config_classes():
     assert spec.index_n_heads == 32 and spec.mlp_types[:4] == ("dense",) * 3 + ("sparse",)
     flash = calc.from_hf_config({**fixture("glm-4.7-flash"), "first_k_dense_replace": 1})
     assert flash.mlp_types[:2] == ("dense", "sparse")
+
+
+def test_minimax_router_is_stored_and_loaded_in_fp32():
+    # whn09/neuronx-distributed-inference @ e205de97 examples/minimax_m2_misc/
+    # model_precision_report.txt: block_sparse_moe.gate.weight (256 x 3072) is F32 in each of the
+    # 62 layers of the fp8 checkpoint; vLLM's GateLinear and SGLang's ReplicatedLinear build it with
+    # params_dtype=torch.float32 (minimax_m2.py), replicated on every GPU
+    from calc.quant.sharding import stored_bytes_per_gpu
+
+    spec = calc.load_preset("minimax-m2.5")
+    router = 62 * 256 * 3072 * 4
+    assert calc.weight_bytes_breakdown(spec)["router:fp32"] == router
+    assert stored_bytes_per_gpu(spec, tp=8)["router"] == router

@@ -38,6 +38,7 @@ from calc.linears import Linear
 from calc.params import COMPONENTS, param_breakdown
 from calc.quant.config import dtype_bytes, dtype_name
 from calc.quant.layout import PARTS, linear_bytes
+from calc.quant.stored import FP32_BYTES, FP32_ROUTER_FAMILIES
 from calc.quant.weights import _entries, stored_dtype, take
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
@@ -97,6 +98,9 @@ def stored_bytes_per_gpu(
     base = dtype_bytes(d)
     left = dict(param_breakdown(spec))
     out: dict[str, int] = {}
+    # a router both engines keep in fp32 (MiniMax-M2: vLLM GateLinear / SGLang ReplicatedLinear
+    # with params_dtype=torch.float32, minimax_m2.py), as its checkpoint stores it
+    fp32 = {"router"} if spec.family in FP32_ROUTER_FAMILIES else set()
     entries = _entries(spec, q) if q else _plain_entries(spec)
     for x, s, copies, parts in entries:
         take(left, x, parts, copies)
@@ -104,8 +108,9 @@ def stored_bytes_per_gpu(
         part, kind = _shard(spec, x, tp, ep, block)
         n = copies if not (x.routed and ep > 1) else copies // E * ceil(E / ep)
         if s is None:  # a row-parallel bias stays whole: out_features is not split
+            width = FP32_BYTES if x.component in fp32 else base
             for component, share in _shares(x, parts, part.numel):
-                out[component] = out.get(component, 0) + n * base * share
+                out[component] = out.get(component, 0) + n * width * share
             continue
         if s.bias_always:  # AutoGPTQ's zero biases are not loaded: vllm/model_executor/models/
             s = s.model_copy(update={"bias_always": False})  # llama.py "Skip loading extra bias"

@@ -11,6 +11,10 @@
 - the fp32 e_score_correction_bias buffer, one value per routed expert of every MoE layer, MTP
   layers included (transformers modeling_deepseek_v3.py / modeling_glm4_moe.py register it as
   an nn.Buffer kept in fp32; the Hub's F32 counts);
+- MiniMax-M2 / M2.5 store the router (block_sparse_moe.gate, experts x h a MoE layer) in fp32
+  (whn09/neuronx-distributed-inference @ e205de97, examples/minimax_m2_misc/
+  model_precision_report.txt: block_sparse_moe.gate.weight F32 in every layer of the fp8
+  checkpoint; transformers' MiniMaxM2 keeps the gate out of the fp8 conversion);
 - DeepSeek-V3.2 stores every norm in fp32 (its block, latent, final and MTP RMSNorms and the
   indexer's k_norm LayerNorm: deepseek-ai/DeepSeek-V3.2's F32 count is exactly those and the
   e_score_correction_bias values; tests/test_hub_counts.py writes them out);
@@ -32,6 +36,7 @@ MTP_TABLE_COPIES = 2  # embed_tokens and shared_head.head, stored again in each 
 SHARED_TABLE_MTP = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 E_SCORE_BIAS_BYTES = 4  # transformers DeepseekV3 / Glm4Moe: _keep_in_fp32_modules_strict
 FP32_NORM_FAMILIES = frozenset({"deepseek_v32"})  # checkpoints that store their norms in fp32
+FP32_ROUTER_FAMILIES = frozenset({"minimax", "minimax_m2"})  # ... their router in fp32
 FP32_BYTES = 4
 
 
@@ -61,16 +66,17 @@ def checkpoint_extras(spec: ModelSpec) -> tuple[int, int]:
     return tables, buffers
 
 
-def fp32_norms(spec: ModelSpec) -> dict[str, int]:
-    """Norm values a checkpoint of `spec` (its checkpoint_spec) stores in fp32 rather than the
-    base dtype, by the param_breakdown component that counts them; {} for most families."""
+def fp32_components(spec: ModelSpec) -> dict[str, int]:
+    """Values a checkpoint of `spec` (its checkpoint_spec) stores in fp32 rather than the base
+    dtype, by the param_breakdown component that counts them; {} for most families."""
+    out = {"router": param_breakdown(spec)["router"]} if spec.family in FP32_ROUTER_FAMILIES else {}
     # the preset family "deepseek" with indexed layers is DeepSeek-V3.2 (presets/models)
     v32_preset = spec.family == "deepseek" and "indexed_attention" in spec.attention_counts
     if spec.family not in FP32_NORM_FAMILIES and not v32_preset:
-        return {}
+        return out
     indexed = spec.attention_counts.get("indexed_attention", 0)
     n = spec.num_nextn_predict_layers if spec.include_mtp else 0
-    out = {
+    out |= {
         "norm": param_breakdown(spec)["norm"],
         "attn/indexer": indexed * 2 * (spec.index_head_dim or 0),  # k_norm weight and bias
         "mtp": n * _mtp_extras(spec),  # an MTP module's values outside its matrices: norms

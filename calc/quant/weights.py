@@ -47,7 +47,7 @@ from calc.quant.stored import (
     FP32_BYTES,
     checkpoint_extras,
     checkpoint_spec,
-    fp32_norms,
+    fp32_components,
     vision_values,
 )
 from calc.quant.weights_v4 import refuse_fp4_experts, v4_weight_bytes_breakdown
@@ -204,7 +204,7 @@ def _breakdown(spec: ModelSpec, q: QuantConfig | None, dtype: str) -> dict[str, 
     base = dtype_bytes(dtype)
     tables, buffers = checkpoint_extras(spec)
     params["mtp"] += tables
-    fp32 = fp32_norms(spec)
+    fp32 = fp32_components(spec)
     vision = vision_values(spec) * base
     if q is None:
         result = {c: n * base for c, n in params.items() if c in COMPONENTS}
@@ -251,12 +251,12 @@ def _with_vision(result: dict[str, int], vision: int) -> dict[str, int]:
 def _fp32_values(
     result: dict[str, int], fp32: dict[str, int], buffers: int, base: int
 ) -> dict[str, int]:
-    """Moves the norms a checkpoint keeps in fp32 out of their components' base-dtype bytes into
-    "norm:fp32", and adds the e_score_correction_bias buffers."""
+    """Moves the values a checkpoint keeps in fp32 out of their components' base-dtype bytes into
+    "router:fp32" / "norm:fp32"; adds the e_score_correction_bias buffers."""
     for c, n in fp32.items():
         result[c] -= n * base
-    if fp32:
-        result["norm:fp32"] = sum(fp32.values()) * FP32_BYTES
+        key = "router:fp32" if c == "router" else "norm:fp32"
+        result[key] = result.get(key, 0) + n * FP32_BYTES
     if buffers:
         result["router:e_score_correction_bias"] = buffers * E_SCORE_BIAS_BYTES
     return result
