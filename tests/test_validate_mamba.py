@@ -214,3 +214,16 @@ def test_a_wrong_flop_claim_fails():
     rows = checks.check_flops(spec, spec.replace(ssm_state_size=25), (16,))
     assert len(_failed(rows)) == 2  # the prefill and the decode step
     assert reduce.check_depth(spec) == 4
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_cuda_tensor_split_matches_the_cache_tensors(dtype):
+    """The per-tensor bytes the CUDA rows round (conv, then SSM state, per mamba layer; none for
+    a mixer-less block) are the tensors the decoder allocates, here on CPU."""
+    spec = kinds.kind_spec("kind-nemotron-h")
+    model = build_decoder(spec, "cpu", checks.torch_dtype(dtype))
+    cache = model.new_cache(2, 20)
+    measured = [t.untyped_storage().nbytes() for t in cache.tensors()]
+    assert checks.predicted_tensor_bytes(spec, 20, 2, dtype) == measured
+    conv = 2 * (128 + 2 * 2 * 16) * 3 * (4 if dtype == "fp32" else 2)
+    assert measured[:2] == [conv, 2 * 8 * 16 * 16 * 4]  # layer 0: conv, the fp32 SSM state
