@@ -8,6 +8,9 @@ with kvcalc evaluated on `claim` (the same spec, unless a test passes a wrong on
    the absorbed form, so its decode step is predicted with `attention_flops_decode(...,
    mla_absorbed=True)` in place of forward_flops_decode's naive attention term (DeepSeek-V3.2:
    over the index_topk latents its indexer picks, plus the indexer's scoring of every key).
+   Mamba-2 layers: kvcalc counts 5 FLOPs per SSM state element and token; the scan's decay is
+   an elementwise multiply FlopCounterMode does not see (1 of the 5: calc/validate/mamba2.py),
+   so the rows compare kvcalc's count less that term, and say so.
 3. kv_cache (calc/validate/checks_kv.py): prefill then decode on the device at full attention width and reduced depth;
    bytes of the cache tensors vs `kv_cache_bytes(convention="engine")`, in all and per layer
    kind (linear attention: its state, vs `state_bytes_per_sequence`). Exact (CUDA: after
@@ -89,14 +92,37 @@ def check_flops(
             tokens = torch.zeros(1, n, dtype=torch.long, device="meta")
             measured = _count_flops(lambda t=tokens: model(t, causal=False))
             predicted = calc.forward_flops_prefill(claim, n, causal=False)
-            rows.append(_flop_row(f"prefill n={n}", predicted, measured))
+            rows.append(_unseen_decay(claim, n, _flop_row(f"prefill n={n}", predicted, measured)))
         n0 = min(lens[-1], ctx - 1)
         cache = model.new_cache(1, n0 + 1, torch.float32, "meta")
         model(torch.zeros(1, n0, dtype=torch.long, device="meta"), cache)
         step = torch.zeros(1, 1, dtype=torch.long, device="meta")
         measured = _count_flops(lambda: model(step, cache))
-        rows.append(_decode_row(claim, n0 + 1, measured, spec.is_mla))
+        rows.append(_unseen_decay(claim, 1, _decode_row(claim, n0 + 1, measured, spec.is_mla)))
     return rows
+
+
+def _unseen_decay(claim: ModelSpec, tokens: int, row: Check) -> Check:
+    """A row over `tokens` tokens less Mamba-2's decay multiply (1 FLOP per state element and
+    token, elementwise: FlopCounterMode does not count it), when the model has mamba layers."""
+    n_mamba = claim.attention_counts.get("mamba", 0)
+    if not n_mamba:
+        return row
+    from calc.layers_ssm import Mamba2
+
+    unseen = tokens * n_mamba * Mamba2.ssm_elems(claim)
+    note = (
+        f"kvcalc {row.predicted:,} less {unseen:,}: Mamba-2's decay exp(dt A) h, 1 FLOP per "
+        "SSM state element and token, is elementwise (FlopCounterMode counts matmuls and "
+        "convolutions: the dt x B^T update and the C readout, 4 of kvcalc's 5)"
+    )
+    return row.model_copy(
+        update={
+            "label": row.label + " (less Mamba decay: unseen by FlopCounterMode)",
+            "predicted": row.predicted - unseen,
+            "note": (row.note + "; " if row.note else "") + note,
+        }
+    )
 
 
 def _decode_row(claim: ModelSpec, context: int, measured: int, mla: bool) -> Check:

@@ -1,16 +1,23 @@
 """Check 3, the KV cache: prefill then decode on the device at full attention width and reduced
 depth; bytes of the cache tensors vs `kv_cache_bytes(convention="engine")`, in all and per layer
-kind (linear attention: its state, vs `state_bytes_per_sequence`; indexed attention: the MLA
-latent plus the indexer key). Exact (CUDA: after 512-byte
-block rounding). The cached decode must also reproduce a full forward's logits."""
+kind (linear attention and Mamba-2: their state, vs `state_bytes_per_sequence`; indexed
+attention: the MLA latent plus the indexer key; "none", a block without a mixer: 0). Exact (CUDA:
+after 512-byte block rounding). The cached decode must also reproduce a full forward's logits.
+
+Mamba-2's conv state is compared in the engines' convention (vLLM / SGLang: conv_kernel - 1
+columns), as every kind here is: the reference step reads K - 1 stored inputs plus the new one,
+so that is all a decode needs; transformers stores conv_kernel columns (tests/test_hybrid_ssm.py
+measures that one against transformers' own cache). The SSM state is in mamba_ssm_cache_dtype
+when the model sets it (Nemotron 3: fp32 whatever the cache dtype), as the engines keep it."""
 
 from __future__ import annotations
 
 import torch
 
 import calc
-from calc.dtypes import canonical_dtype
+from calc.dtypes import canonical_dtype, dtype_bits
 from calc.kvcache import kv_cache_group_bytes, state_bytes_per_sequence
+from calc.layout import NO_KV_TYPES, STATE_TYPES
 from calc.spec import ModelSpec
 from calc.validate import measure, reduce
 from calc.validate.decoder import build_decoder
@@ -139,9 +146,11 @@ def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
             b for b, t in zip(layer_bytes, small.attention_types, strict=True) if t == kind
         )
         predicted = group.get(kind, 0) * at_l.attention_counts.get(kind, 0)
-        what = "MLA latent" if small.is_mla and kind != "linear_attention" else kind
+        what = "MLA latent" if small.is_mla and kind not in NO_KV_TYPES else kind
         if kind == "indexed_attention":
             what = "MLA latent + indexer key"
+        if kind == "none":
+            what = "none (no mixer)"
         rows.append(
             Check(
                 check="kv_cache",
@@ -152,16 +161,24 @@ def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
                 tolerance=0,
             )
         )
-        if kind == "linear_attention":
+        if kind in STATE_TYPES:  # a model has one kind of state (Qwen3-Next's or Mamba-2's)
+            note = "conv state (K - 1 columns) + recurrent state, constant in tokens"
+            if kind == "mamba":
+                ssm = at_l.mamba_ssm_cache_dtype or canonical_dtype(dtype)
+                note = (
+                    f"conv state (conv_kernel - 1 = {at_l.conv_kernel - 1} columns, engine "
+                    f"convention) in {canonical_dtype(dtype)} + SSM state in {ssm}, "
+                    "constant in tokens"
+                )
             rows.append(
                 Check(
                     check="kv_cache",
-                    label=f"linear_attention state bytes, {n} layer(s) x batch {batch}",
+                    label=f"{kind} state bytes, {n} layer(s) x batch {batch}",
                     unit="bytes",
                     predicted=batch * state_bytes_per_sequence(at_l, dtype),
                     measured=measured,
                     tolerance=0,
-                    note="conv state (K - 1 columns) + recurrent state, constant in tokens",
+                    note=note,
                 )
             )
     return rows
@@ -170,14 +187,21 @@ def _kind_rows(small, at_l, cache, total, batch, dtype, label) -> list[Check]:
 def predicted_tensor_bytes(spec: ModelSpec, total: int, batch: int, dtype: str) -> list[int]:
     """Bytes of each cache tensor the reference decoder allocates, layer by layer, as kvcalc's
     per-layer bytes split by the kind's tensors (GQA: K and V halves; MLA: latent and rope
-    key; indexed: latent, rope key and indexer key; linear: conv and recurrent state). For
-    per-tensor allocator rounding on CUDA."""
+    key; indexed: latent, rope key and indexer key; linear: conv and recurrent state; mamba:
+    conv and SSM state, each in its dtype; none: no tensor). For per-tensor allocator rounding
+    on CUDA."""
     from calc.layers import KINDS
     from calc.layers import Linear as LinearKind
 
     layer_bytes = calc.kv_cache_layer_bytes(spec, total, batch, dtype, convention="engine")
     out = []
     for b, kind in zip(layer_bytes, spec.attention_types, strict=True):
+        if kind == "none":
+            continue
+        if kind == "mamba":  # the conv state in the cache dtype, the SSM state in its own
+            conv = batch * KINDS[kind].conv_elems(spec, "engine") * dtype_bits(dtype) // 8
+            out += [conv, b - conv]
+            continue
         if kind == "linear_attention":
             conv = LinearKind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
             state = KINDS[kind].state_elems(spec, "engine")

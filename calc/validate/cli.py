@@ -98,8 +98,10 @@ def add_commands(subparsers) -> None:
 
 def _specs(args):
     """Presets, config paths, or the layer-kind models of calc.validate.kinds (`--all`: every
-    preset, then the kind models)."""
-    from calc.presets import list_presets, resolve_model
+    preset the reference modules build, then the kind models; DeepSeek-V4 presets are left
+    out: `run` refuses them, tests/test_deepseek_v4_reference.py checks them against
+    transformers' own model)."""
+    from calc.presets import list_presets, load_preset, resolve_model
     from calc.validate.kinds import CONFIGS, kind_spec
 
     if args.all and args.models:
@@ -107,7 +109,11 @@ def _specs(args):
     if not args.all and not args.models:
         raise ValueError("give one or more MODEL names, or --all")
     presets = list_presets()
-    names = presets + [k for k in CONFIGS if k not in presets] if args.all else args.models
+    if args.all:
+        built = [n for n in presets if not load_preset(n).is_v4]
+        names = built + [k for k in CONFIGS if k not in presets]
+    else:
+        names = args.models
     return [kind_spec(n) if n in CONFIGS and n not in presets else resolve_model(n) for n in names]
 
 

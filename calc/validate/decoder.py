@@ -12,7 +12,9 @@ Covers every architecture among the presets:
   (Llama 4) GQA with q/k norms, sinks and an output gate (`attention.GQAAttention`), MLA
   (`mla.MLAAttention`, latent cache), MLA with DeepSeek-V3.2's lightning indexer
   (`indexer.IndexedMLAAttention`, latent + indexer key cache, top-k sparse attention) and
-  Gated-DeltaNet linear attention (`deltanet.GatedDeltaNet`, a constant state).
+  Gated-DeltaNet linear attention (`deltanet.GatedDeltaNet`, a constant state), Mamba-2 mixers
+  (`mamba2.Mamba2Mixer`, a constant conv + SSM state) and "none": no mixer (Nemotron-H's MLP /
+  MoE blocks, no cache); `spec.mlp_types` "none": no MLP (Nemotron-H's mixer-only blocks).
 
 Parameter names map onto `calc.params.COMPONENTS` through `component_of` (W_q -> "attn/q",
 W_k/W_v -> "attn/kv", ...), so `numel` per component can be compared with `param_breakdown`.
@@ -31,6 +33,7 @@ from calc.spec import ModelSpec
 from calc.validate.attention import GQAAttention, KVCache
 from calc.validate.deltanet import GatedDeltaNet
 from calc.validate.indexer import IndexedMLAAttention
+from calc.validate.mamba2 import Mamba2Mixer, NoState
 from calc.validate.mla import MLAAttention
 from calc.validate.mlp import MLP, MoE
 
@@ -44,8 +47,12 @@ def make_norm(spec: ModelSpec) -> nn.Module:
     return nn.LayerNorm(h, bias=spec.norm_kind == "layernorm")  # weight (+ bias)
 
 
-def make_attention(spec: ModelSpec, kind: str) -> nn.Module:
-    """One layer's attention module for a layer type of `spec.attention_types`."""
+def make_attention(spec: ModelSpec, kind: str) -> nn.Module | None:
+    """One layer's attention module for a layer type of `spec.attention_types` (None: "none")."""
+    if kind == "none":  # a mixer-less block
+        return None
+    if kind == "mamba":
+        return Mamba2Mixer(spec)
     if kind == "linear_attention":
         return GatedDeltaNet(spec)
     if kind == "indexed_attention":  # DeepSeek-V3.2: MLA + the lightning indexer
@@ -68,7 +75,8 @@ class Block(nn.Module):
         self.parallel = spec.block_kind == "parallel"
         self.norms = spec.norms_per_block
         self.attn = make_attention(spec, spec.attention_types[layer])
-        self.mlp = MoE(spec) if spec.mlp_types[layer] == "sparse" else MLP(spec)
+        mlp = spec.mlp_types[layer]
+        self.mlp = MoE(spec) if mlp == "sparse" else MLP(spec) if mlp == "dense" else None
         self.input_norm = make_norm(spec)  # before attention (and the MLP when alone)
         if self.norms >= 2:
             self.mlp_norm = make_norm(spec)  # before the MLP (Falcon 40B: ln_mlp)
@@ -77,12 +85,20 @@ class Block(nn.Module):
             self.post_mlp_norm = make_norm(spec)
 
     def forward(self, x, cache=None, *, path="materialized", causal=True) -> torch.Tensor:
+        if self.attn is None:  # no mixer ("none"): the block is its MLP
+            if cache is not None:
+                cache.length += x.shape[1]
+            m = self.mlp(self.mlp_norm(x) if self.norms >= 2 else self.input_norm(x))
+            return x + (self.post_mlp_norm(m) if self.norms == 4 else m)
         a_in = self.input_norm(x)
         if self.parallel:  # PaLM / Falcon: x + attn(norm(x)) + mlp(norm'(x))
             m_in = self.mlp_norm(x) if self.norms == 2 else a_in
-            return x + self.attn(a_in, cache, path=path, causal=causal) + self.mlp(m_in)
+            a = self.attn(a_in, cache, path=path, causal=causal)
+            return x + a + (self.mlp(m_in) if self.mlp is not None else 0)
         a = self.attn(a_in, cache, path=path, causal=causal)
         x = x + (self.post_attn_norm(a) if self.norms == 4 else a)
+        if self.mlp is None:  # no MLP (Nemotron-H's Mamba and attention blocks)
+            return x
         m = self.mlp(self.mlp_norm(x) if self.norms >= 2 else self.input_norm(x))
         return x + (self.post_mlp_norm(m) if self.norms == 4 else m)
 
@@ -109,8 +125,13 @@ class Decoder(nn.Module):
 
     def new_cache(self, batch: int, max_tokens: int, dtype=None, device=None) -> KVCache:
         w = self.embed.weight
-        attns = [b.attn for b in self.blocks]
-        return KVCache.for_attention(attns, batch, max_tokens, dtype or w.dtype, device or w.device)
+        dtype, device = dtype or w.dtype, device or w.device
+        return KVCache(
+            [
+                NoState() if b.attn is None else b.attn.new_cache(batch, max_tokens, dtype, device)
+                for b in self.blocks
+            ]
+        )
 
     def forward(self, tokens, cache: KVCache | None = None, *, path="materialized", causal=True):
         B, n = tokens.shape
@@ -157,6 +178,7 @@ _LEAF_COMPONENT = {  # the module owning a parameter -> its component
     "W_o": "attn/o",
     "o_proj": "attn/o",
     "in_proj_qkvz": "attn/linear",
+    "in_proj": "attn/linear",  # Mamba-2: z, x, B, C, dt
     "in_proj_ba": "attn/linear",
     "conv1d": "attn/linear",
     "out_proj": "attn/linear",
@@ -164,7 +186,12 @@ _LEAF_COMPONENT = {  # the module owning a parameter -> its component
     "shared_expert_gate": "mlp/shared",
     "lm_head": "lm_head",
 }
-_PARAM_COMPONENT = {"sinks": "attn/sinks", "dt_bias": "attn/linear", "A_log": "attn/linear"}
+_PARAM_COMPONENT = {  # bare parameters of an attention / mixer module
+    "sinks": "attn/sinks",
+    "dt_bias": "attn/linear",
+    "A_log": "attn/linear",
+    "D": "attn/linear",  # Mamba-2's skip, one per head
+}
 
 
 def component_of(param_name: str) -> str:
@@ -177,7 +204,7 @@ def component_of(param_name: str) -> str:
         return _LEAF_COMPONENT[owner]
     if "indexer" in parts:  # V3.2's wq_b, wk, weights_proj and its k_norm (weight and bias)
         return "attn/indexer"
-    if owner.endswith("norm"):  # block norms, q/k norms, MLA's latent norms, DeltaNet's out_norm
+    if owner.endswith("norm"):  # block, q/k, MLA latent norms; DeltaNet's / Mamba-2's gated norm
         return "norm"
     if "shared_experts" in parts:
         return "mlp/shared"

@@ -61,6 +61,25 @@ CONFIGS: dict[str, dict] = {
         vocab_size=512, num_local_experts=4, num_experts_per_tok=1, attention_chunk_size=96,
         interleave_moe_layer_step=2,
     ),
+    # Nemotron-H blocks: Mamba-2 (2 B/C groups, biased in_proj / out_proj and conv), an MLP-only
+    # block, full attention, a MoE-only block ("M-M*E"); the SSM state kept in fp32
+    "kind-nemotron-h": dict(
+        model_type="nemotron_h", hybrid_override_pattern="M-M*E", hidden_size=128,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=256,
+        moe_intermediate_size=64, moe_shared_expert_intermediate_size=96, vocab_size=512,
+        n_routed_experts=8, num_experts_per_tok=2, n_group=1, topk_group=1,
+        mamba_num_heads=8, mamba_head_dim=16, ssm_state_size=16, n_groups=2, conv_kernel=4,
+        use_bias=True, use_conv_bias=True, mamba_ssm_cache_dtype="float32",
+    ),
+    # Granite 4.0-H: 3 Mamba-2 layers per attention layer, one B/C group, conv kernel 3 without
+    # a bias, each block with two norms and a dense shared SwiGLU (no routed experts)
+    "kind-granite-h": dict(
+        model_type="granitemoehybrid", num_hidden_layers=4,
+        layer_types=["mamba", "mamba", "mamba", "attention"], hidden_size=128,
+        num_attention_heads=4, num_key_value_heads=1, shared_intermediate_size=256,
+        num_local_experts=0, vocab_size=512, mamba_n_heads=8, mamba_expand=1, mamba_d_state=24,
+        mamba_n_groups=1, mamba_d_conv=3, mamba_conv_bias=False, mamba_proj_bias=False,
+    ),
     # q/k norms per head, MoE in every layer, no shared expert (Qwen3-30B-A3B)
     "kind-qwen3-moe": dict(
         model_type="qwen3_moe", num_hidden_layers=2, hidden_size=128, num_attention_heads=8,

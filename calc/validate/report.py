@@ -23,9 +23,13 @@ type it builds full, sliding (a ring of `window` slots) or chunked (a ring of `c
 GQA, MLA (`mla.py`: latent cache of kv_lora_rank + qk_rope_head_dim per token, absorbed
 decode), MLA with DeepSeek-V3.2's lightning indexer (`indexer.py`: the indexer key of
 index_head_dim cached per token too; the indexer scores every earlier key, MLA attends to the
-index_topk it picks), or Gated-DeltaNet linear attention (`deltanet.py`: recurrent delta rule,
-conv state of K - 1 columns + nv x dk x dv state); MoE layers with shared experts, their gate
-and router biases (`mlp.py`). The `kind-*` models are small specs built with `from_hf_config`
+index_topk it picks), Gated-DeltaNet linear attention (`deltanet.py`: recurrent delta rule,
+conv state of K - 1 columns + nv x dk x dv state), a Mamba-2 mixer (`mamba2.py`: sequential
+SSD scan, conv state of conv_kernel - 1 columns + heads x head_dim x ssm_state_size state, the
+latter in mamba_ssm_cache_dtype when set) or no mixer (Nemotron-H's MLP / MoE-only blocks: no
+cache); MoE layers with shared experts, their gate and router biases (`mlp.py`). DeepSeek-V4
+presets are not built here (tests/test_deepseek_v4_reference.py checks them against
+transformers' own model). The `kind-*` models are small specs built with `from_hf_config`
 from config dicts of the families no preset has yet (`calc/validate/kinds.py`):
 
 | check | measured with | kvcalc function | model size |
@@ -52,10 +56,14 @@ Notes on reading the tables:
   the longest length of each path. MLA models have no peak rows (the peak model is GQA's).
 - MLA decodes against its latent cache in the absorbed form; its decode-step FLOPs are
   predicted with `attention_flops_decode(mla_absorbed=True)` (the row's note gives what
-  `forward_flops_decode`, naive per-head, says). Linear-attention models count FLOPs at
-  n = 16 and 128 over one layer pattern (the recurrence runs token by token).
-- Models with several layer kinds get cache rows per kind; linear-attention layers also a
-  row against `state_bytes_per_sequence`.
+  `forward_flops_decode`, naive per-head, says). Linear-attention and Mamba-2 models count
+  FLOPs at n = 16 and 128 over one layer pattern (the recurrence runs token by token).
+- Mamba-2: kvcalc counts 5 FLOPs per SSM state element and token; the decay multiply (1 of
+  them) is elementwise and FlopCounterMode does not see it, so those rows compare kvcalc's
+  count less it ("less Mamba decay" in the label; the note gives kvcalc's own figure).
+- Models with several layer kinds get cache rows per kind; linear-attention and Mamba-2 layers
+  also a row against `state_bytes_per_sequence` (engine convention: conv_kernel - 1 conv
+  columns, as vLLM / SGLang allocate; transformers keeps conv_kernel).
 """
 
 

@@ -22,8 +22,8 @@ from calc.validate.sizing import kv_budget, kv_rows, peak_size
 Progress = Callable[[int, int, str], None]  # on_progress(done, total, label)
 
 FLOP_SEQ_LENS = (16, 1024, 8192)  # on meta any length is free; 8192 passes every window
-# linear attention runs token by token (~2 ms per token and layer on meta): shorter prompts over
-# one whole layer pattern; the per-token count is the same at any length
+# linear attention and Mamba-2 run token by token (~2 ms per token and layer on meta): shorter
+# prompts over one whole layer pattern; the per-token count is the same at any length
 LINEAR_FLOP_SEQ_LENS = (16, 128)
 
 
@@ -122,7 +122,7 @@ def run(
             setup["params"] = f"full size, {spec.num_hidden_layers} layers, meta device"
         elif name == "flops":
             lens, depth = FLOP_SEQ_LENS, flop_layers
-            if "linear_attention" in spec.attention_counts:
+            if {"linear_attention", "mamba"} & set(spec.attention_counts):
                 lens, depth = LINEAR_FLOP_SEQ_LENS, flop_layers or reduce.check_depth(spec)
             rows += ck.check_flops(spec, claim, lens, depth)
             setup["flops"] = (
@@ -170,7 +170,7 @@ def _geometry(s: ModelSpec) -> str:
             f"MLA H={s.num_attention_heads}, kv_lora_rank={s.kv_lora_rank}, "
             f"qk_rope_head_dim={s.qk_rope_head_dim}"
         )
-    elif set(kinds) - {"linear_attention"}:
+    elif set(kinds) - {"linear_attention", "mamba", "none"}:
         parts.append(f"H={s.num_attention_heads}, G={s.n_kv_heads}, head_dim={s.head_dim}")
     if "indexed_attention" in kinds:
         parts.append(f"indexer {s.index_n_heads} heads x {s.index_head_dim}, top-{s.index_topk}")
@@ -179,6 +179,11 @@ def _geometry(s: ModelSpec) -> str:
             f"linear heads {s.linear_num_key_heads}/{s.linear_num_value_heads} x "
             f"{s.linear_key_head_dim}/{s.linear_value_head_dim}, "
             f"conv kernel {s.linear_conv_kernel_dim}"
+        )
+    if "mamba" in kinds:
+        parts.append(
+            f"mamba {s.mamba_num_heads} heads x {s.mamba_head_dim}, state {s.ssm_state_size}, "
+            f"{s.n_groups} group(s), conv kernel {s.conv_kernel}"
         )
     types = ", ".join(f"{n} {k}" for k, n in kinds.items())
     return f"{types}; " + "; ".join(parts)
