@@ -74,6 +74,8 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
         fields["attn_output_gate"] = True  # q_proj emits the query and its sigmoid gate
         for key, default in LINEAR_DEFAULTS.items():
             fields[key] = cfg.int(key, default=default)
+        if mt != "qwen3_next":  # Qwen3.5's engines read it (calc/serving/vllm_mamba.py)
+            fields["mamba_ssm_cache_dtype"] = cfg.data.get("mamba_ssm_dtype")
     if mt == "gpt_oss":
         fields["attention_sinks"] = True
     if mt == "phi3":

@@ -104,6 +104,7 @@ def add_engine_args(p) -> None:
     g.add_argument("--max-mamba-cache-size", type=int_at_least(1), default=None, metavar="N")
     g.add_argument("--mamba-full-memory-ratio", type=float, default=None, metavar="R")
     g.add_argument("--disable-radix-cache", action="store_true", default=None)
+    g.add_argument("--mamba-ssm-dtype", choices=("float32", "bfloat16"), default=None)
     g.add_argument(
         "--target-concurrency",
         type=_frac,
@@ -172,6 +173,7 @@ def engine_settings(args, spec) -> dict:
             ("--max-mamba-cache-size", args.max_mamba_cache_size, None),
             ("--mamba-full-memory-ratio", args.mamba_full_memory_ratio, None),
             ("--disable-radix-cache", args.disable_radix_cache, None),
+            ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
         ):
             if val != default:
                 tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
@@ -206,6 +208,7 @@ def engine_settings(args, spec) -> dict:
             max_mamba_cache_size=args.max_mamba_cache_size,
             mamba_full_memory_ratio=args.mamba_full_memory_ratio,
             disable_radix_cache=args.disable_radix_cache,
+            mamba_ssm_dtype=args.mamba_ssm_dtype,
         )
     return s
 

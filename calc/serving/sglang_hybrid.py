@@ -39,7 +39,9 @@ Mamba-2 layers (NemotronHForCausalLM in every wheel read, 0.5.7 on; GraniteMoeHy
 from 0.5.9): the same pool and rules, the state from NemotronHConfig / GraniteMoeHybridConfig
 .mamba2_cache_params (Mamba2StateShape.create: calc.layers_ssm.Mamba2.rank_state_elems), conv in
 bf16, temporal in --mamba-ssm-dtype (from 0.5.9 its default None reads the config.json's
-mamba_ssm_dtype, else float32; kvcalc's spec does not carry that field, so float32 unless given);
+mamba_ssm_dtype, else float32; kvcalc plans float32 unless given). Qwen3.5's config.json states
+mamba_ssm_dtype "float32" (spec.mamba_ssm_cache_dtype), the same either way; another value is
+refused unless --mamba-ssm-dtype is given, since the release that began reading it is not read);
 the token pool over the attention layers only (full_attention_layer_ids), MLP / MoE-only blocks
 in neither pool.
 
@@ -97,6 +99,7 @@ class MambaState:
     layers: int
     conv_bytes: int  # a layer's conv state (bf16)
     ssm_elems: int  # a layer's temporal state, in elements (its dtype is a server argument)
+    config_dtype: str | None = None  # Qwen3.5's config.json mamba_ssm_dtype (module docstring)
 
     def per_req(self, ssm_dtype: str) -> int:
         return (self.conv_bytes + self.ssm_elems * SSM_BYTES[ssm_dtype]) * self.layers
@@ -120,7 +123,7 @@ def mamba_state(spec, attn_tp: int) -> MambaState:
     ssm = spec.linear_num_value_heads // attn_tp * spec.linear_key_head_dim
     ssm *= spec.linear_value_head_dim
     layers = spec.attention_counts["linear_attention"]
-    return MambaState(layers, conv * CONV_BYTES, ssm)
+    return MambaState(layers, conv * CONV_BYTES, ssm, spec.mamba_ssm_cache_dtype)
 
 
 def check_mamba2_version(spec, v: tuple[int, ...]) -> None:
@@ -173,6 +176,13 @@ def mamba_slots(v: tuple[int, ...], config, rest, per_req: int):
 def sglang_mamba_pool(state: MambaState, config, rest) -> dict:
     """The mamba pool and what it leaves of `rest` for the full layers' token pool."""
     v = check_mamba_args(config.version, config)
+    if state.config_dtype not in (None, "fp32") and config.mamba_ssm_dtype == "float32":
+        raise ValueError(
+            f"'mamba_ssm_dtype' {state.config_dtype!r} in the model's config.json: SGLang's "
+            "--mamba-ssm-dtype default reads it in newer releases and used float32 before, "
+            "which kvcalc does not tell apart by release yet: pass --mamba-ssm-dtype bfloat16 "
+            "to plan the config's dtype"
+        )
     per_req = state.per_req(config.mamba_ssm_dtype)
     slots = mamba_slots(v, config, rest, per_req)
     charged = slots + 1 if v >= PADDING_SLOT_FROM else slots

@@ -56,6 +56,8 @@ from calc.dtypes import dtype_bits
 from calc.layers import KINDS
 from calc.serving.hardware import cuda_capability
 
+QWEN35_SSM_FROM = (0, 17, 0)  # Qwen3_5ForConditionalGenerationConfig reads mamba_ssm_dtype
+QWEN35_TEXT_SSM_FROM = (0, 33, 0)  # ... and Qwen3_5ForCausalLMConfig (text-only)
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
@@ -114,8 +116,27 @@ def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) 
         conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp)
         ssm_bits = dtype_bits(vllm_ssm_dtype(spec, version, model_dtype))
         return (conv * dtype_bits(model_dtype) + ssm * ssm_bits) // 8
-    state = KINDS["linear_attention"].state_bits(spec, dtype_bits(model_dtype), "engine")
-    return state // 8 // tp  # conv_dim / tp and value heads / tp
+    kind = KINDS["linear_attention"]
+    ssm = gdn_ssm_dtype(spec, version)
+    if ssm is None:
+        return kind.state_bits(spec, dtype_bits(model_dtype), "engine") // 8 // tp
+    conv = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
+    recurrent = kind.state_elems(spec, "engine") - conv
+    return (conv * dtype_bits(model_dtype) + recurrent * dtype_bits(ssm)) // 8 // tp
+
+
+def gdn_ssm_dtype(spec, version: tuple[int, ...]) -> str | None:
+    """The dtype vLLM keeps a Gated DeltaNet layer's recurrent state in when not the model's:
+    Qwen3.5's config.json `mamba_ssm_dtype` (spec.mamba_ssm_cache_dtype; "float32" in
+    Qwen/Qwen3.5-27B's and -35B-A3B's), which Qwen3_5ForConditionalGenerationConfig copies into
+    mamba_ssm_cache_dtype from 0.17.0 (models/config.py; absent in 0.16.0) for the multimodal
+    architectures, and Qwen3_5ForCausalLMConfig from 0.33.0 for the text-only ones
+    (gated_delta_net_state_dtype: the temporal state in it, the conv state in the model dtype)."""
+    if spec.mamba_ssm_cache_dtype is None or not spec.family.startswith("qwen3_5"):
+        return None
+    if version >= QWEN35_TEXT_SSM_FROM or (spec.vision is not None and version >= QWEN35_SSM_FROM):
+        return spec.mamba_ssm_cache_dtype
+    return None
 
 
 class StatePages(NamedTuple):
