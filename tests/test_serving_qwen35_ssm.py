@@ -94,7 +94,9 @@ def test_vllm_keeps_qwen35_recurrent_state_in_the_config_dtype():
     assert vllm_page(spec_with(vision=False), "0.27.0") == 16 * cdiv(fp32, 16 * TOKEN) * TOKEN
     with pytest.raises(ValueError, match=r"at least 0\.27\.0 for Qwen3\.5 .*Qwen3_5ForCausalLM"):
         vllm_page(spec_with(vision=False), "0.26.0")
-    with pytest.raises(ValueError, match=r"at least 0\.17\.0 for Qwen3\.5 .*ConditionalGen"):
+    with pytest.raises(
+        ValueError, match=r"at least 0\.17\.0 for Qwen3\.5 .*ConditionalGen.*got 0\.16\.0$"
+    ):
         vllm_page(spec_with(), "0.16.0")
 
 

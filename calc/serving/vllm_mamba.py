@@ -74,7 +74,7 @@ CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=
 
 
 def _name(v: tuple[int, ...]) -> str:
-    return ".".join(map(str, v))
+    return ".".join(map(str, v[:3] if v[3:] == (0,) else v))  # (0, 16, 0, 0) -> "0.16.0"
 
 
 QWEN35_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text", "qwen3.5"})  # imported, preset
