@@ -204,6 +204,15 @@ def test_qwen3_5_stores_its_mtp_layer_and_vision_tower(model):
     assert _stored(counts) - calc.weight_bytes(spec) == 2 * counts.get("F32", 0)
 
 
+def test_qwen3_5_27b_preset_stores_the_hub_checkpoint():
+    # presets/models/qwen3.5-27b.toml: the text model, its MTP layer and vision tower, bf16; the
+    # checkpoint's 48 x (48 + 128) F32 elements (A_log, the gated norm) are the only difference
+    counts = _counts("Qwen/Qwen3.5-27B")
+    preset = calc.load_preset("qwen3.5-27b")
+    assert counts["F32"] == 48 * (48 + 128)
+    assert calc.weight_bytes(preset) == _stored(counts) - 2 * counts["F32"] == 55_562_855_904
+
+
 def test_qwen3_5_dedicated_mtp_embeddings_are_refused():
     cfg = _cfg("Qwen/Qwen3.5-27B")
     cfg["text_config"] = {**cfg["text_config"], "mtp_use_dedicated_embeddings": True}

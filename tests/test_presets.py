@@ -35,6 +35,7 @@ FAMILIES = {
     *("gpt-oss", "gemma-3", "phi-3", "phi", "mistral", "olmo-2", "smollm3", "command"),
     "minimax",
     *("nemotron-3", "granite-4.0"),  # Mamba-2 hybrids (tests/test_hybrid_ssm.py)
+    "qwen3.5",  # Gated DeltaNet hybrids with a vision tower (tests/test_serving_qwen35_ssm.py)
 }
 
 
@@ -42,8 +43,8 @@ def test_full_list():
     from test_presets_modern import MODERN
 
     # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + 2 Mamba-2 hybrids;
-    # + deepseek-v3.2
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 38
+    # + deepseek-v3.2; + qwen3.5-27b, qwen3.5-35b-a3b
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 40
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

@@ -81,6 +81,13 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
         ("80B", ROUND, total, 0, CARD),
         ("3B", TRUNCATE, active_less_tables, 0, "'A3B' size label, embedding and head excluded"),
     ),
+    # Qwen3.5: the language model (vision tower and MTP layer aside: tests/test_hub_counts.py
+    # checks the checkpoint's count with them); 26.90B and 34.66B, 3.45B active with the tables
+    "qwen3.5-27b": (("27B", ROUND, total, 0, "the '27B' size label"), None),
+    "qwen3.5-35b-a3b": (
+        ("35B", ROUND, total, 0, "transformers docs qwen3_5_moe.md: '35B total/3B active'"),
+        ("3B", TRUNCATE, active, 0, "transformers docs qwen3_5_moe.md: '35B total/3B active'"),
+    ),
     "deepseek-v3": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
     "deepseek-r1": (("671B", ROUND, total, 0, CARD), ("37B", ROUND, active_less_embed, 0, CARD)),
     # the Hub's size label: its safetensors total, 685,355,329,792 (hub_dtype_counts.json)
@@ -206,7 +213,8 @@ def _hf_config(name: str):
     transformers = pytest.importorskip("transformers")
     d = fixture(name)
     wrappers = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral",
-                "kimi_k25": "kimi_k2"}  # fmt: skip
+                "kimi_k25": "kimi_k2", "qwen3_5": "qwen3_5_text",
+                "qwen3_5_moe": "qwen3_5_moe_text"}  # fmt: skip
     if d["model_type"] in wrappers:  # the language model of a multimodal checkpoint
         d = {"model_type": wrappers[d["model_type"]], **d["text_config"]}
     if d["model_type"] == "kimi_k2":  # remote code; transformers' DeepseekV3 is the same model

@@ -267,36 +267,3 @@ def test_sglang_0_5_17_turns_the_breakable_graph_off_for_nemotron_h():
     assert frac(NANO, "0.5.17") == off
     assert frac(NANO, "0.5.18") != frac(NANO, "0.5.18", disable_piecewise_cuda_graph=True)
     assert frac(SMALL, "0.5.17") != frac(SMALL, "0.5.17", disable_piecewise_cuda_graph=True)
-
-
-def test_qwen35_config_mamba_ssm_dtype_is_honoured():
-    # Qwen/Qwen3.5-27B's config.json (tests/fixtures/checkpoints/hub-configs/qwen3.5-27b.json):
-    # text_config "mamba_ssm_dtype": "float32"; 48 linear layers (16 key heads, 48 value heads of
-    # 128, conv kernel 4) and 16 full ones (4 KV heads of 256)
-    import json
-    from pathlib import Path
-
-    import calc
-
-    path = Path(__file__).parent / "fixtures/checkpoints/hub-configs/qwen3.5-27b.json"
-    data = json.loads(path.read_text())
-    spec = calc.from_hf_config(data)
-    assert spec.mamba_ssm_cache_dtype == "fp32"
-    # vLLM: models/config.py Qwen3_5ForConditionalGenerationConfig (from 0.17.0; absent in 0.16.0)
-    # sets mamba_ssm_cache_dtype from it; gated_delta_net_state_dtype keeps the conv state in the
-    # model dtype and the recurrent state in that one
-    conv = (2 * 16 * 128 + 48 * 128) * 3  # values, bf16
-    recurrent = 48 * 128 * 128  # values
-    per_token = 4 * 256 * 2 * 2  # K and V of 4 heads, bf16
-    for version, rec_bytes, align in (("0.16.0", 2, 16), ("0.17.0", 4, 16), ("0.33.0", 4, 64)):
-        state = conv * 2 + recurrent * rec_bytes
-        block = align * cdiv(state, align * per_token)  # 0.33.0 on sm90: FlashInfer's 64
-        p = engine_plan(spec, "h100-sxm", "vllm", version=version, max_model_len=32768)
-        assert p.page_bytes == block * per_token, version
-    assert (conv * 2 + recurrent * 4) == 3207168
-    # SGLang: float32 either way; another config value needs --mamba-ssm-dtype
-    data["text_config"]["mamba_ssm_dtype"] = "bfloat16"
-    bf16 = calc.from_hf_config(data)
-    with pytest.raises(ValueError, match="'mamba_ssm_dtype' 'bf16' in the model's config.json"):
-        engine_plan(bf16, "h100-sxm", "sglang", max_model_len=32768)
-    assert engine_plan(bf16, "h100-sxm", "sglang", mamba_ssm_dtype="bfloat16").fits

@@ -200,7 +200,7 @@ def test_refusals():
             tensor_parallel_size=8,
         )
     with pytest.raises(
-        ValueError, match="mamba_ssm_dtype\n  Input should be 'float32' or 'bfloat16'"
+        ValueError, match="mamba_ssm_dtype\n  Input should be 'float32', 'bfloat16' or 'float16'"
     ):
         sg(SMALL, "0.5.23", 1.0, mamba_ssm_dtype="fp8")
     # 0.5.13 on: no state fits -> SGLang's RuntimeError

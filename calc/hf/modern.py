@@ -74,8 +74,7 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
         fields["attn_output_gate"] = True  # q_proj emits the query and its sigmoid gate
         for key, default in LINEAR_DEFAULTS.items():
             fields[key] = cfg.int(key, default=default)
-        if mt != "qwen3_next":  # Qwen3.5's engines read it (calc/serving/vllm_mamba.py)
-            fields["mamba_ssm_cache_dtype"] = cfg.data.get("mamba_ssm_dtype")
+        fields["mamba_ssm_cache_dtype"] = _gdn_ssm_dtype(cfg)
     if mt == "gpt_oss":
         fields["attention_sinks"] = True
     if mt == "phi3":
@@ -96,6 +95,20 @@ def modern_fields(cfg: _Config, mt: str) -> dict:
     if mt in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
         fields["num_nextn_predict_layers"] = _qwen_mtp_layers(cfg)
     return fields
+
+
+SSM_DTYPES = ("float32", "bfloat16", "float16")  # SGLang's mamba2_state_dtype dtype_map
+
+
+def _gdn_ssm_dtype(cfg: _Config) -> str | None:
+    """config.json `mamba_ssm_dtype`, the Gated DeltaNet recurrent state's dtype: SGLang reads it
+    for Qwen3-Next and Qwen3.5 from 0.5.9 (calc/serving/sglang_hybrid.py), vLLM for Qwen3.5 only
+    (calc/serving/vllm_mamba.py). Another value SGLang would drop with a warning and vLLM's
+    STR_DTYPE_TO_TORCH_DTYPE would not know: refused."""
+    value = cfg.data.get("mamba_ssm_dtype")
+    if value is not None and value not in SSM_DTYPES:
+        raise cfg.fail("mamba_ssm_dtype", f"must be one of {', '.join(SSM_DTYPES)}")
+    return value
 
 
 def _qwen_mtp_layers(cfg: _Config) -> int:

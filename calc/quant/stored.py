@@ -33,7 +33,7 @@ from calc.vision import vision_params, vision_tensors
 MTP_TABLE_COPIES = 2  # embed_tokens and shared_head.head, stored again in each MTP layer
 # families whose MTP layers share the model's embedding and LM head (vLLM qwen3_next_mtp.py,
 # qwen3_5_mtp.py: mtp.fc, mtp.pre_fc_norm_*, mtp.layers.*, mtp.norm; no mtp.embed_tokens)
-SHARED_TABLE_MTP = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+SHARED_TABLE_MTP = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3.5"})
 E_SCORE_BIAS_BYTES = 4  # transformers DeepseekV3 / Glm4Moe: _keep_in_fp32_modules_strict
 FP32_NORM_FAMILIES = frozenset({"deepseek_v32"})  # checkpoints that store their norms in fp32
 FP32_ROUTER_FAMILIES = frozenset({"minimax", "minimax_m2"})  # ... their router in fp32

@@ -38,12 +38,10 @@ one state per running request, is applied to the concurrency).
 Mamba-2 layers (NemotronHForCausalLM in every wheel read, 0.5.7 on; GraniteMoeHybridForCausalLM
 from 0.5.9): the same pool and rules, the state from NemotronHConfig / GraniteMoeHybridConfig
 .mamba2_cache_params (Mamba2StateShape.create: calc.layers_ssm.Mamba2.rank_state_elems), conv in
-bf16, temporal in --mamba-ssm-dtype (from 0.5.9 its default None reads the config.json's
-mamba_ssm_dtype, else float32; kvcalc plans float32 unless given). Qwen3.5's config.json states
-mamba_ssm_dtype "float32" (spec.mamba_ssm_cache_dtype), the same either way; another value is
-refused unless --mamba-ssm-dtype is given, since the release that began reading it is not read);
-the token pool over the attention layers only (full_attention_layer_ids), MLP / MoE-only blocks
-in neither pool.
+bf16, temporal in --mamba-ssm-dtype; the token pool over the attention layers only
+(full_attention_layer_ids), MLP / MoE-only blocks in neither pool.
+The temporal state's dtype by release: calc/serving/sglang_ssm.py. Qwen3.5 (configs/ and
+models/qwen3_5.py) from 0.5.9, absent from the 0.5.8 wheel: refused before.
 
 Chunked layers (Llama4ForConditionalGeneration): up to 0.5.7 model_config.is_hybrid_model gives
 a hybrid pool only with --hybrid-kvcache-ratio (default None) and ModelRunner skips Llama 4 in
@@ -65,7 +63,8 @@ from pydantic import BaseModel, Field
 from calc.layers import KINDS
 from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
-from calc.serving.vllm_mamba import is_nemotron_h
+from calc.serving.sglang_ssm import SSM_BYTES, SSM_NAMES, sglang_ssm_dtype
+from calc.serving.vllm_mamba import is_nemotron_h, is_qwen35
 
 GIB = 2**30
 GDN_FROM = (0, 5, 2, 0)  # Qwen3-Next (#10233)
@@ -74,13 +73,13 @@ GRANITE_HYBRID_FROM = (0, 5, 9, 0)
 RATIO_FROM = (0, 5, 3, 2)  # mamba_full_memory_ratio, radix cache on (#11214)
 GIVEN_KEPT_FROM = (0, 5, 7, 0)  # a given --max-mamba-cache-size kept with the radix cache (#14792)
 RADIX_OFF_NEEDS_MRR_FROM = (0, 5, 9, 0)
+QWEN35_FROM = (0, 5, 9, 0)
 PADDING_SLOT_FROM = (0, 5, 17, 0)
 SIZE_CHECK_FROM = (0, 5, 13, 0)
 LLAMA4_SWA_FROM = (0, 5, 8, 0)
 SWA_REQUEST_CAP_FROM = (0, 5, 22, 0)  # SWARequestCapPoolConfigurator (pool_configurator.py)
 DEFAULT_SLOTS = 512  # no --max-running-requests with the radix cache off
 CONV_BYTES = 2  # CONV_DTYPE = torch.bfloat16
-SSM_BYTES = {"float32": 4, "bfloat16": 2}
 
 
 class SglangMambaArgs(BaseModel):
@@ -88,7 +87,7 @@ class SglangMambaArgs(BaseModel):
 
     max_mamba_cache_size: int | None = Field(default=None, gt=0)
     mamba_full_memory_ratio: float = Field(default=0.9, gt=0)
-    mamba_ssm_dtype: Literal["float32", "bfloat16"] = "float32"
+    mamba_ssm_dtype: Literal["float32", "bfloat16", "float16"] | None = None  # None: not given
     disable_radix_cache: bool = False
 
 
@@ -99,7 +98,7 @@ class MambaState:
     layers: int
     conv_bytes: int  # a layer's conv state (bf16)
     ssm_elems: int  # a layer's temporal state, in elements (its dtype is a server argument)
-    config_dtype: str | None = None  # Qwen3.5's config.json mamba_ssm_dtype (module docstring)
+    config_dtype: str | None = None  # config.json mamba_ssm_dtype, as SGLang reads it (docstring)
 
     def per_req(self, ssm_dtype: str) -> int:
         return (self.conv_bytes + self.ssm_elems * SSM_BYTES[ssm_dtype]) * self.layers
@@ -123,7 +122,8 @@ def mamba_state(spec, attn_tp: int) -> MambaState:
     ssm = spec.linear_num_value_heads // attn_tp * spec.linear_key_head_dim
     ssm *= spec.linear_value_head_dim
     layers = spec.attention_counts["linear_attention"]
-    return MambaState(layers, conv * CONV_BYTES, ssm, spec.mamba_ssm_cache_dtype)
+    config_dtype = SSM_NAMES.get(spec.mamba_ssm_cache_dtype) if spec.mamba_ssm_cache_dtype else None
+    return MambaState(layers, conv * CONV_BYTES, ssm, config_dtype)
 
 
 def check_mamba2_version(spec, v: tuple[int, ...]) -> None:
@@ -176,14 +176,8 @@ def mamba_slots(v: tuple[int, ...], config, rest, per_req: int):
 def sglang_mamba_pool(state: MambaState, config, rest) -> dict:
     """The mamba pool and what it leaves of `rest` for the full layers' token pool."""
     v = check_mamba_args(config.version, config)
-    if state.config_dtype not in (None, "fp32") and config.mamba_ssm_dtype == "float32":
-        raise ValueError(
-            f"'mamba_ssm_dtype' {state.config_dtype!r} in the model's config.json: SGLang's "
-            "--mamba-ssm-dtype default reads it in newer releases and used float32 before, "
-            "which kvcalc does not tell apart by release yet: pass --mamba-ssm-dtype bfloat16 "
-            "to plan the config's dtype"
-        )
-    per_req = state.per_req(config.mamba_ssm_dtype)
+    ssm_dtype = sglang_ssm_dtype(state.config_dtype, config.mamba_ssm_dtype, v)
+    per_req = state.per_req(ssm_dtype)
     slots = mamba_slots(v, config, rest, per_req)
     charged = slots + 1 if v >= PADDING_SLOT_FROM else slots
     rows = (slots + 1) * state.layers  # MambaPool: size + 1 slots a layer
@@ -191,7 +185,7 @@ def sglang_mamba_pool(state: MambaState, config, rest) -> dict:
         "slots": slots,
         "rest": rest - charged * per_req,
         "conv_bytes": rows * state.conv_bytes,
-        "ssm_bytes": rows * state.ssm_elems * SSM_BYTES[config.mamba_ssm_dtype],
+        "ssm_bytes": rows * state.ssm_elems * SSM_BYTES[ssm_dtype],
         "refusal": _refusal(v, slots),
     }
 
@@ -244,6 +238,12 @@ def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]
     counts = spec.attention_counts
     if "mamba" in counts:
         check_mamba2_version(spec, version)
+    if is_qwen35(spec) and version < QWEN35_FROM:
+        raise ValueError(
+            f"'version' must be at least {release_name(QWEN35_FROM)} for Qwen3.5 in SGLang "
+            f"(configs/qwen3_5.py, models/qwen3_5.py; absent from the 0.5.8 wheel): got "
+            f"{release_name(version)}"
+        )
     if "linear_attention" in counts or "mamba" in counts:
         if set(counts) - {"linear_attention", "mamba", "none", "full_attention"}:
             raise ValueError(f"'model' {spec.name!r}: linear layers with {sorted(counts)}")

@@ -5,7 +5,9 @@ attention block raised so that one attention page holds one state, the state pag
 only the state's bytes differ:
 - Gated DeltaNet ("linear_attention", Qwen3-Next, from 0.10.2): gated_delta_net_state_shape,
   conv and recurrent states both in the model dtype (mamba_cache_dtype "auto",
-  gated_delta_net_state_dtype with mamba_ssm_cache_dtype "auto").
+  gated_delta_net_state_dtype with mamba_ssm_cache_dtype "auto"); Qwen3.5 (from 0.17.0, its
+  text-only architectures from 0.27.0; refused before): the recurrent state in the config.json's
+  mamba_ssm_dtype (gdn_ssm_dtype).
 - Mamba-2 ("mamba", Nemotron-H / Granite 4.0-H): mamba2_state_shape (calc.layers_ssm.Mamba2.
   rank_state_elems) and mamba2_state_dtype (mamba_utils.py _mamba_state_dtype): the conv state
   in the model dtype (mamba_cache_dtype "auto"), the SSM state in cache_config.
@@ -56,8 +58,8 @@ from calc.dtypes import dtype_bits
 from calc.layers import KINDS
 from calc.serving.hardware import cuda_capability
 
-QWEN35_SSM_FROM = (0, 17, 0)  # Qwen3_5ForConditionalGenerationConfig reads mamba_ssm_dtype
-QWEN35_TEXT_SSM_FROM = (0, 33, 0)  # ... and Qwen3_5ForCausalLMConfig (text-only)
+QWEN35_FROM = (0, 17, 0)  # registry.py: Qwen3_5(Moe)ForConditionalGeneration (not in 0.16.0)
+QWEN35_TEXT_FROM = (0, 27, 0)  # registry.py: Qwen3_5(Moe)ForCausalLM (not in 0.26.0)
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
@@ -72,7 +74,14 @@ CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=
 
 
 def _name(v: tuple[int, ...]) -> str:
-    return ".".join(map(str, v))
+    return ".".join(map(str, v[:3] if v[3:] == (0,) else v))  # (0, 16, 0, 0) -> "0.16.0"
+
+
+QWEN35_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text", "qwen3.5"})  # imported, preset
+
+
+def is_qwen35(spec) -> bool:
+    return spec.family in QWEN35_FAMILIES
 
 
 def is_nemotron_h(spec) -> bool:
@@ -95,6 +104,17 @@ def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
             f"'model' {spec.name!r}: linear-attention layers before vLLM 0.10.2 (no Gated "
             "DeltaNet), which kvcalc does not model yet"
         )
+    if is_qwen35(spec):
+        text_only = spec.vision is None
+        since = QWEN35_TEXT_FROM if text_only else QWEN35_FROM
+        if version < since:
+            arch = (
+                "Qwen3_5ForCausalLM (text-only)" if text_only else "Qwen3_5ForConditionalGeneration"
+            )
+            raise ValueError(
+                f"'version' must be at least {_name(since)} for Qwen3.5 in vLLM ({arch} in "
+                f"models/registry.py): got {_name(version)}"
+            )
     if "mamba" in counts:
         if version < MAMBA2_FROM:
             raise ValueError(
@@ -128,15 +148,16 @@ def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) 
 def gdn_ssm_dtype(spec, version: tuple[int, ...]) -> str | None:
     """The dtype vLLM keeps a Gated DeltaNet layer's recurrent state in when not the model's:
     Qwen3.5's config.json `mamba_ssm_dtype` (spec.mamba_ssm_cache_dtype; "float32" in
-    Qwen/Qwen3.5-27B's and -35B-A3B's), which Qwen3_5ForConditionalGenerationConfig copies into
-    mamba_ssm_cache_dtype from 0.17.0 (models/config.py; absent in 0.16.0) for the multimodal
-    architectures, and Qwen3_5ForCausalLMConfig from 0.33.0 for the text-only ones
-    (gated_delta_net_state_dtype: the temporal state in it, the conv state in the model dtype)."""
-    if spec.mamba_ssm_cache_dtype is None or not spec.family.startswith("qwen3_5"):
+    Qwen/Qwen3.5-27B's, -35B-A3B's and -397B-A17B's), which Qwen3_5ForConditionalGenerationConfig
+    .verify_and_update_config (models/config.py, in every release that serves Qwen3.5: 0.17.0 on
+    for the multimodal architectures, and through Qwen3_5ForCausalLMConfig 0.27.0 on for the
+    text-only ones) copies into an "auto" mamba_ssm_cache_dtype; gated_delta_net_state_dtype
+    (_mamba_state_dtype) keeps the temporal state in it and the conv state in the model dtype.
+    Qwen3-Next has no such class: a mamba_ssm_dtype in its config.json changes nothing in vLLM."""
+    if spec.mamba_ssm_cache_dtype is None or not is_qwen35(spec):
         return None
-    if version >= QWEN35_TEXT_SSM_FROM or (spec.vision is not None and version >= QWEN35_SSM_FROM):
-        return spec.mamba_ssm_cache_dtype
-    return None
+    since = QWEN35_TEXT_FROM if spec.vision is None else QWEN35_FROM
+    return spec.mamba_ssm_cache_dtype if version >= since else None
 
 
 class StatePages(NamedTuple):
