@@ -22,6 +22,7 @@ from calc.serving.defaults import (
 )
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
+from calc.serving.vllm_state_dtype import check_state_flags
 
 Engine = Literal["vllm", "sglang"]
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
@@ -109,6 +110,9 @@ class VllmConfig(EngineConfig):
     # --quantization: a quantized checkpoint's own method, or "fp8" on an unquantized one
     # (calc.serving.quant_weights; other runtime methods are refused there)
     quantization: str | None = None
+    # a linear layer's states (calc.serving.vllm_state_dtype: the choices and "auto" by release)
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -119,7 +123,12 @@ class VllmConfig(EngineConfig):
             raise ValueError(
                 f"'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got {self.block_size}"
             )
+        check_state_flags(self.version_tuple, self.mamba_state_flags)
         return self
+
+    @property
+    def mamba_state_flags(self) -> tuple[str, str]:
+        return (self.mamba_cache_dtype, self.mamba_ssm_cache_dtype)
 
     @property
     def is_v1(self) -> bool:

@@ -17,12 +17,10 @@ needs ceil(L / block) blocks; a sliding one ceil(min(window - 1 + max_num_batche
 block) + 1 (SlidingWindowSpec); a chunked one ceil(min(chunk + max_num_batched_tokens, L) /
 block) (ChunkedLocalAttentionSpec); a linear-attention one its state: one page before 0.26.0,
 then the prefix-cache mode's pages (MambaSpec; calc.serving.vllm_mamba.StatePages).
-Linear layers (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig): the
-state is the conv (conv_dim / tp x (kernel - 1)) and recurrent (value heads / tp x dk x dv)
-tensors of mamba_utils.gated_delta_net_state_shape, in the model dtype (mamba_cache_dtype
-"auto", gated_delta_net_state_dtype); the attention block is raised to 16 x ceil(state / (16 x
-attention bytes per token)) when larger than block_size, and the state page padded to the
-attention page (mamba_page_size_padded; 0.33.0 does the same arithmetic in
+Linear layers (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig; the state:
+calc.serving.vllm_mamba, its dtypes vllm_state_dtype): the attention block is raised to 16 x
+ceil(state / (16 x attention bytes per token)) when larger than block_size, and the state page
+padded to the attention page (mamba_page_size_padded; 0.33.0 does the same arithmetic in
 Platform._align_hybrid_block_size, platforms/interface.py). Mamba-2 layers (Nemotron-H, Granite
 4.0-H) are planned the same way with their own state; "none" blocks hold no cache.
 Chunked layers: a spec of their own (ChunkedLocalAttentionSpec) from 0.10.0, full attention
@@ -60,6 +58,7 @@ from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
 from calc.serving.vllm_mamba import StatePages, vllm_state_bytes, vllm_state_pages
+from calc.serving.vllm_state_dtype import AUTO
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -206,12 +205,13 @@ def kv_layout(
     state_dtype: str = "bf16",
     dsa: str = "",
     gpu: str = "",
+    state_flags: tuple[str, str] = AUTO,
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
-    model dtype, which a linear layer's state is kept in; `dsa`: vLLM's latent format for
-    indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset (vLLM's linear
-    layers' prefix-cache layout depends on it from 0.33.0)."""
+    model dtype; `state_flags`: --mamba-cache-dtype / --mamba-ssm-cache-dtype; `dsa`: vLLM's
+    latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset
+    (vLLM's linear layers' prefix-cache layout depends on it from 0.33.0)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
@@ -247,7 +247,7 @@ def kv_layout(
                 "Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
                 "to one unified type."
             )
-        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype)
+        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype, state_flags)
         common["state_pages"] = vllm_state_pages(spec, version, gpu)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:

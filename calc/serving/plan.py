@@ -33,6 +33,7 @@ from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_mamba import is_nemotron_h
+from calc.serving.vllm_state_dtype import AUTO
 from calc.spec import ModelSpec
 
 
@@ -124,16 +125,14 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
-    hybrid = chunked = True
+    hybrid, chunked, flags = True, True, AUTO
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
-        chunked = config.allow_chunked_local_attn_hybrid
-    state_dtype = activation_dtype(wd)  # the model dtype: a linear layer's state
+        chunked, flags = config.allow_chunked_local_attn_hybrid, config.mamba_state_flags
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
-    v = config.version_tuple
-    lay = kv_layout(
-        spec, kv_tp, pp, kd, config.engine, v, part, hybrid, chunked, state_dtype, dsa, hw.name
-    )
+    # a linear layer's state in the model dtype unless vLLM's flags say otherwise
+    args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
+    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags)
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])

@@ -3,27 +3,18 @@
 Both kinds are planned alike from here on (calc.serving.layout: one KV-cache group kind, the
 attention block raised so that one attention page holds one state, the state page padded to it);
 only the state's bytes differ:
-- Gated DeltaNet ("linear_attention", Qwen3-Next, from 0.10.2): gated_delta_net_state_shape,
-  conv and recurrent states both in the model dtype (mamba_cache_dtype "auto",
-  gated_delta_net_state_dtype with mamba_ssm_cache_dtype "auto"); Qwen3.5 (from 0.17.0, its
-  text-only architectures from 0.27.0; refused before): the recurrent state in the config.json's
-  mamba_ssm_dtype (gdn_ssm_dtype).
+- Gated DeltaNet ("linear_attention", Qwen3-Next from 0.10.2, Qwen3.5 from 0.17.0, its
+  text-only architectures from 0.27.0; refused before): gated_delta_net_state_shape.
 - Mamba-2 ("mamba", Nemotron-H / Granite 4.0-H): mamba2_state_shape (calc.layers_ssm.Mamba2.
-  rank_state_elems) and mamba2_state_dtype (mamba_utils.py _mamba_state_dtype): the conv state
-  in the model dtype (mamba_cache_dtype "auto"), the SSM state in cache_config.
-  mamba_ssm_cache_dtype, "auto" = the conv state's dtype, except for NemotronHForCausalLM, whose
-  NemotronHForCausalLMConfig.verify_and_update_config (model_executor/models/config.py) sets an
-  "auto" value from the checkpoint's config.json mamba_ssm_cache_dtype, else a default:
-    before 0.13.0 no such class (the 0.12.0 sdist): the model dtype;
-    0.13.0 - 0.19.x: the config's, else "float16";
-    0.20.0 on (read up to 0.33.0, DEFAULT_MAMBA_SSM_CACHE_DTYPE): the config's, else "float32".
-  GraniteMoeHybridForCausalLM reads no such field: its SSM state is in the model dtype.
+  rank_state_elems).
+The dtypes of the conv and temporal states, by release, model and --mamba-cache-dtype /
+--mamba-ssm-cache-dtype: calc/serving/vllm_state_dtype.py.
 Releases: MambaSpec with page-size unification for NemotronH and GraniteMoeHybrid from 0.10.2
 (the oldest sdist read that plans Qwen3-Next the same way; the earlier sdists are not read for
 Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE): absent from
 nemotron_h.py in 0.11.0, present in 0.12.0; vLLM's recipe (docs.vllm.ai/projects/recipes,
 NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.11.2 is the
-floor (its sdist not read; its SSM dtype rule taken as 0.12.0's). use_replayssm (off by default, 0.33.0) and speculative tokens
+floor (its sdist not read). use_replayssm (off by default, 0.33.0) and speculative tokens
 (num_spec extra conv columns) are not modelled: kvcalc plans neither.
 Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
 (0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig.
@@ -57,44 +48,25 @@ from typing import NamedTuple
 from calc.dtypes import dtype_bits
 from calc.layers import KINDS
 from calc.serving.hardware import cuda_capability
+from calc.serving.vllm_state_dtype import (  # re-exported: the model families live there
+    AUTO,
+    QWEN35_FROM,
+    QWEN35_TEXT_FROM,
+    is_nemotron_h,
+    is_qwen35,
+    release,
+    vllm_state_dtypes,
+)
 
-QWEN35_FROM = (0, 17, 0)  # registry.py: Qwen3_5(Moe)ForConditionalGeneration (not in 0.16.0)
-QWEN35_TEXT_FROM = (0, 27, 0)  # registry.py: Qwen3_5(Moe)ForCausalLM (not in 0.26.0)
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
-NEMOTRON_SSM_CONFIG_FROM = (0, 13, 0)  # NemotronHForCausalLMConfig
-NEMOTRON_SSM_FP32_FROM = (0, 20, 0)  # its default "float16" -> "float32"
 ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "all" / "align"
 ALL_MODE_UNTIL = (0, 28, 0)  # "all" for SupportsMambaPrefixCaching models before 0.28.0
 GDN_CHECKPOINT_FROM = (0, 33, 0)  # QwenGatedDeltaNetAttention: a checkpoint block (FlashInfer)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
 ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
 CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
-
-
-def _name(v: tuple[int, ...]) -> str:
-    return ".".join(map(str, v[:3] if v[3:] == (0,) else v))  # (0, 16, 0, 0) -> "0.16.0"
-
-
-QWEN35_FAMILIES = frozenset({"qwen3_5_text", "qwen3_5_moe_text", "qwen3.5"})  # imported, preset
-
-
-def is_qwen35(spec) -> bool:
-    return spec.family in QWEN35_FAMILIES
-
-
-def is_nemotron_h(spec) -> bool:
-    return spec.family.replace("_", "-").startswith("nemotron")
-
-
-def vllm_ssm_dtype(spec, version: tuple[int, ...], model_dtype: str) -> str:
-    """The dtype vLLM keeps a Mamba-2 layer's SSM state in (mamba_ssm_cache_dtype "auto")."""
-    if not is_nemotron_h(spec) or version < NEMOTRON_SSM_CONFIG_FROM:
-        return model_dtype
-    if spec.mamba_ssm_cache_dtype is not None:
-        return spec.mamba_ssm_cache_dtype
-    return "fp32" if version >= NEMOTRON_SSM_FP32_FROM else "fp16"
 
 
 def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
@@ -112,52 +84,37 @@ def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
                 "Qwen3_5ForCausalLM (text-only)" if text_only else "Qwen3_5ForConditionalGeneration"
             )
             raise ValueError(
-                f"'version' must be at least {_name(since)} for Qwen3.5 in vLLM ({arch} in "
-                f"models/registry.py): got {_name(version)}"
+                f"'version' must be at least {release(since)} for Qwen3.5 in vLLM ({arch} in "
+                f"models/registry.py): got {release(version)}"
             )
     if "mamba" in counts:
         if version < MAMBA2_FROM:
             raise ValueError(
-                f"'version' must be at least {_name(MAMBA2_FROM)} for vLLM's Mamba-2 state pool "
-                f"(MambaSpec; older sdists not read for Mamba-2): got {_name(version)}"
+                f"'version' must be at least {release(MAMBA2_FROM)} for vLLM's Mamba-2 state pool "
+                f"(MambaSpec; older sdists not read for Mamba-2): got {release(version)}"
             )
         moe = is_nemotron_h(spec) and spec.is_moe
         if moe and version < NEMOTRON_H_MOE_FROM:
             raise ValueError(
-                f"'version' must be at least {_name(NEMOTRON_H_MOE_FROM)} for Nemotron-H's MoE "
-                f"blocks (NemotronHMoE; not in 0.11.0's nemotron_h.py): got {_name(version)}"
+                f"'version' must be at least {release(NEMOTRON_H_MOE_FROM)} for Nemotron-H's MoE "
+                f"blocks (NemotronHMoE; not in 0.11.0's nemotron_h.py): got {release(version)}"
             )
 
 
-def vllm_state_bytes(spec, tp: int, version: tuple[int, ...], model_dtype: str) -> int:
-    """One linear layer's state on one TP rank (the MambaSpec page before padding)."""
+def vllm_state_bytes(
+    spec, tp: int, version: tuple[int, ...], model_dtype: str, flags: tuple[str, str] = AUTO
+) -> int:
+    """One linear layer's state on one TP rank (the MambaSpec page before padding); `flags`:
+    --mamba-cache-dtype and --mamba-ssm-cache-dtype (calc.serving.vllm_state_dtype)."""
     check_vllm_state_version(spec, version)
+    conv_dtype, ssm_dtype = vllm_state_dtypes(spec, version, model_dtype, flags)
     if "mamba" in spec.attention_counts:
         conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp)
-        ssm_bits = dtype_bits(vllm_ssm_dtype(spec, version, model_dtype))
-        return (conv * dtype_bits(model_dtype) + ssm * ssm_bits) // 8
+        return (conv * dtype_bits(conv_dtype) + ssm * dtype_bits(ssm_dtype)) // 8
     kind = KINDS["linear_attention"]
-    ssm = gdn_ssm_dtype(spec, version)
-    if ssm is None:
-        return kind.state_bits(spec, dtype_bits(model_dtype), "engine") // 8 // tp
     conv = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
     recurrent = kind.state_elems(spec, "engine") - conv
-    return (conv * dtype_bits(model_dtype) + recurrent * dtype_bits(ssm)) // 8 // tp
-
-
-def gdn_ssm_dtype(spec, version: tuple[int, ...]) -> str | None:
-    """The dtype vLLM keeps a Gated DeltaNet layer's recurrent state in when not the model's:
-    Qwen3.5's config.json `mamba_ssm_dtype` (spec.mamba_ssm_cache_dtype; "float32" in
-    Qwen/Qwen3.5-27B's, -35B-A3B's and -397B-A17B's), which Qwen3_5ForConditionalGenerationConfig
-    .verify_and_update_config (models/config.py, in every release that serves Qwen3.5: 0.17.0 on
-    for the multimodal architectures, and through Qwen3_5ForCausalLMConfig 0.27.0 on for the
-    text-only ones) copies into an "auto" mamba_ssm_cache_dtype; gated_delta_net_state_dtype
-    (_mamba_state_dtype) keeps the temporal state in it and the conv state in the model dtype.
-    Qwen3-Next has no such class: a mamba_ssm_dtype in its config.json changes nothing in vLLM."""
-    if spec.mamba_ssm_cache_dtype is None or not is_qwen35(spec):
-        return None
-    since = QWEN35_TEXT_FROM if spec.vision is None else QWEN35_FROM
-    return spec.mamba_ssm_cache_dtype if version >= since else None
+    return (conv * dtype_bits(conv_dtype) + recurrent * dtype_bits(ssm_dtype)) // 8 // tp
 
 
 class StatePages(NamedTuple):

@@ -1,0 +1,127 @@
+"""vLLM's --mamba-cache-dtype / --mamba-ssm-cache-dtype: the linear layers' state dtypes a user
+sets, every expected byte written out from vLLM's source (PyPI sdists 0.10.1 - 0.33.0).
+
+- config/cache.py: CacheConfig.mamba_cache_dtype (conv + temporal state) and
+  mamba_ssm_cache_dtype (temporal state only), each a MambaDType, from 0.10.1 (absent in 0.10.0):
+  Literal["auto", "float32"] to 0.12.0, + "float16" from 0.13.0, + "bfloat16" from 0.22.0.
+- layers/mamba/mamba_utils.py _mamba_state_dtype: conv = get_kv_cache_torch_dtype(
+  mamba_cache_dtype, model dtype) ("auto" = the model's); temporal = mamba_ssm_cache_dtype unless
+  "auto", then the conv state's.
+- models/config.py NemotronHForCausalLMConfig (0.13.0 on): an "auto" mamba_ssm_cache_dtype
+  becomes the config.json's mamba_ssm_cache_dtype (NVIDIA-Nemotron-3-Nano-30B-A3B-BF16:
+  "float32"); a given one is kept.
+- models/qwen3_next.py get_mamba_state_dtype_from_config: gated_delta_net_state_dtype(model
+  dtype, mamba_cache_dtype) alone up to 0.16.0 (both states in it), + mamba_ssm_cache_dtype from
+  0.17.0.
+- The page: the attention block is 16 x cdiv(state, 16 x one token's attention page), and the
+  state page is padded to block x token (platforms/interface.py; tests/test_serving_kinds.py).
+
+Shapes (tests/fixtures/hf/modern/*.json, each citing its Hub source):
+- Nemotron 3 Nano 30B-A3B: 64 Mamba heads of 64, state 128, 8 groups, kernel 4 -> conv
+  (64 x 64 + 2 x 8 x 128) x 3 = 18,432 values, SSM 64 x 64 x 128 = 524,288 values a layer; its
+  attention layers 2 KV heads of 128 (bf16: 1,024 B a token).
+- Qwen3-Next-80B-A3B: 16 key / 32 value heads of 128, kernel 4 -> conv (2 x 16 x 128 + 32 x 128)
+  x 3 = 24,576, recurrent 32 x 128 x 128 = 524,288 values; 2 KV heads of 256 (2,048 B a token).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import calc
+from calc.serving.plan import engine_plan
+
+MODERN = Path(__file__).parent / "fixtures" / "hf" / "modern"
+NANO = calc.from_hf_config(json.loads((MODERN / "nemotron-3-nano-30b-a3b.json").read_text()))
+NEXT = calc.from_hf_config(json.loads((MODERN / "qwen3-next-80b-a3b.json").read_text()))
+
+NANO_CONV, NANO_SSM, NANO_TOKEN = 18432, 524288, 1024
+NEXT_CONV, NEXT_REC, NEXT_TOKEN = 24576, 524288, 2048
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def page(state: int, token: int) -> int:
+    return 16 * cdiv(state, 16 * token) * token
+
+
+def vllm_page(spec, version, **flags):
+    plan = engine_plan(spec, "h100-sxm", "vllm", version=version, max_model_len=32768, **flags)
+    return plan.page_bytes
+
+
+def test_nemotron_h_flags():
+    # default on 0.30.0: conv bf16, SSM the config's float32
+    assert vllm_page(NANO, "0.30.0") == page(NANO_CONV * 2 + NANO_SSM * 4, NANO_TOKEN)
+    # a given --mamba-ssm-cache-dtype wins over the config's
+    fp16 = NANO_CONV * 2 + NANO_SSM * 2
+    assert vllm_page(NANO, "0.30.0", mamba_ssm_cache_dtype="float16") == page(fp16, NANO_TOKEN)
+    bf16 = vllm_page(NANO, "0.30.0", mamba_ssm_cache_dtype="bfloat16")
+    assert bf16 == page(fp16, NANO_TOKEN)
+    # --mamba-cache-dtype float32: the conv state too; the SSM state stays the config's
+    both = NANO_CONV * 4 + NANO_SSM * 4
+    assert vllm_page(NANO, "0.30.0", mamba_cache_dtype="float32") == page(both, NANO_TOKEN)
+    assert page(both, NANO_TOKEN) != page(NANO_CONV * 2 + NANO_SSM * 4, NANO_TOKEN)
+
+
+def test_gated_delta_net_reads_the_ssm_flag_from_0_17():
+    bf16 = (NEXT_CONV + NEXT_REC) * 2
+    fp32_rec = NEXT_CONV * 2 + NEXT_REC * 4
+    assert vllm_page(NEXT, "0.16.0") == page(bf16, NEXT_TOKEN)
+    # 0.16.0: qwen3_next.py passes mamba_cache_dtype alone, so the flag changes nothing
+    assert vllm_page(NEXT, "0.16.0", mamba_ssm_cache_dtype="float32") == page(bf16, NEXT_TOKEN)
+    assert vllm_page(NEXT, "0.17.0", mamba_ssm_cache_dtype="float32") == page(fp32_rec, NEXT_TOKEN)
+    # --mamba-cache-dtype float32 puts both states in float32 in either release
+    for version in ("0.16.0", "0.17.0"):
+        got = vllm_page(NEXT, version, mamba_cache_dtype="float32")
+        assert got == page((NEXT_CONV + NEXT_REC) * 4, NEXT_TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("version", "flag", "value", "message"),
+    [
+        ("0.10.0", "mamba_cache_dtype", "float32", r"from 0\.10\.1: got 'float32' for 0\.10\.0"),
+        ("0.12.0", "mamba_ssm_cache_dtype", "float16", r"one of auto, float32 in vLLM 0\.12\.0"),
+        ("0.21.0", "mamba_ssm_cache_dtype", "bfloat16", r"auto, float32, float16 in vLLM 0\.21"),
+        ("0.33.0", "mamba_cache_dtype", "int8", r"float16, bfloat16 in vLLM 0\.33\.0: got 'int8'"),
+    ],
+)
+def test_choices_by_release(version, flag, value, message):
+    with pytest.raises(ValueError, match=rf"'{flag}' .*{message}"):
+        calc.serving.engine_config("vllm", version=version, **{flag: value})
+
+
+def test_choices_accepted_from_their_release():
+    for version, value in (("0.10.1", "float32"), ("0.13.0", "float16"), ("0.22.0", "bfloat16")):
+        cfg = calc.serving.engine_config("vllm", version=version, mamba_ssm_cache_dtype=value)
+        assert cfg.mamba_state_flags == ("auto", value)
+
+
+def kvcalc(*args):
+    cmd = [sys.executable, "-m", "calc", "plan", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_flags():
+    run = kvcalc("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "vllm", "--json",
+                 "--seq", "32768", "--engine-version", "0.30.0", "--mamba-ssm-cache-dtype",
+                 "float16")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["page_bytes"] == page(NANO_CONV * 2 + NANO_SSM * 2, NANO_TOKEN)
+    run = kvcalc("qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang",
+                 "--mamba-cache-dtype", "float32")  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip().endswith(
+        "'--mamba-cache-dtype' is a vLLM setting: SGLang takes --mamba-ssm-dtype"
+    )
+    run = kvcalc("qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "vllm", "--mamba-ssm-dtype",
+                 "float16")  # fmt: skip
+    assert run.returncode == 2 and "is an SGLang setting" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
