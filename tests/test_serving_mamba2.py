@@ -122,18 +122,24 @@ def test_vllm_mamba_pages_a_request_by_release():
     # model_config.supports_mamba_prefix_caching else "align"`; nemotron_h.py declares
     # SupportsMambaPrefixCaching): a state per block, cdiv(L, block) pages; 0.28.0 on "align"
     # alone: 2 pages, + MambaMixer2's checkpoint block from 0.32.0
-    all_mode = cdiv(L, block)
-    for version, pages in (
-        ("0.25.0", 1),
-        ("0.26.0", all_mode),
-        ("0.27.0", all_mode),
-        ("0.28.0", 2),
-        ("0.31.0", 2),
-        ("0.32.0", 3),
+    # "all" mode also aligns the attention block to the Mamba-2 chunk (platforms/interface.py
+    # 0.26.0 / 0.27.0: chunk_size = lcm(get_mamba_chunk_size() = config chunk_size 128, 16);
+    # attn_block_size = chunk_size x cdiv(cdiv(state 2,134,016 B, 1,024 B a token), chunk_size)
+    # = 128 x cdiv(2,084, 128) = 2,176), and mamba_block_size is that block
+    all_block = 128 * cdiv(2134016 // 1024, 128)
+    assert all_block == 2176
+    for version, pages, b in (
+        ("0.25.0", 1, block),
+        ("0.26.0", cdiv(L, all_block), all_block),
+        ("0.27.0", cdiv(L, all_block), all_block),
+        ("0.28.0", 2, block),
+        ("0.31.0", 2, block),
+        ("0.32.0", 3, block),
     ):
         p = vllm(NANO, version=version, max_model_len=L)
+        assert p.page_bytes == b * 1024, version
         assert p.max_concurrency == pytest.approx(
-            p.num_gpu_blocks / (4 * pages + cdiv(L, block))
+            p.num_gpu_blocks / (4 * pages + cdiv(L, b))
         ), version
     # "none" mode: the MambaSpec block is max_model_len, the smallest when under the attention
     # block; "all" / "align": the attention block
@@ -141,7 +147,7 @@ def test_vllm_mamba_pages_a_request_by_release():
     p = vllm(NANO, version="0.25.0", max_model_len=short)
     assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * short
     p = vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=2048)
-    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * block
+    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * all_block
     # 0.26.0's align-mode assertion (block_size <= max_num_batched_tokens, config/vllm.py; gone
     # from 0.27.0) does not apply to "all" mode; Qwen3-Next's Gated DeltaNet runs "align" there
     # (its state at tp 4: conv (2 x 16 x 128 + 32 x 128) / 4 x 3 + 32 / 4 x 128 x 128 values,

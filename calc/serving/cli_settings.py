@@ -3,8 +3,15 @@ give calc.serving.engine_config; the commands themselves are calc.serving.cli.""
 
 from __future__ import annotations
 
+import argparse
+
 from calc.cli.args import int_at_least
 
+SGLANG_ALTERNATIVE = {
+    "--mamba-cache-dtype": "--mamba-ssm-dtype",
+    "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
+    "--[no-]enable-prefix-caching": "--disable-radix-cache",
+}
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -103,6 +110,12 @@ def add_engine_args(p) -> None:
         default=None,
         help="SGLang: the linear layers' temporal state (default: the release's rule)",
     )
+    g.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM (default: the release's): the pages a linear layer's state takes",
+    )
     for flag, what in (
         ("--mamba-cache-dtype", "both states"),
         ("--mamba-ssm-cache-dtype", "the temporal state"),
@@ -171,6 +184,7 @@ def engine_settings(args, spec) -> dict:
             quantization=args.quantization,
             mamba_cache_dtype=args.mamba_cache_dtype,
             mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
+            enable_prefix_caching=args.enable_prefix_caching,
         )
     else:
         for flag, val, default in (
@@ -181,13 +195,10 @@ def engine_settings(args, spec) -> dict:
             ("--quantization", args.quantization, None),
             ("--mamba-cache-dtype", args.mamba_cache_dtype, "auto"),
             ("--mamba-ssm-cache-dtype", args.mamba_ssm_cache_dtype, "auto"),
+            ("--[no-]enable-prefix-caching", args.enable_prefix_caching, None),
         ):
             if val != default:
-                alt = (
-                    "--mamba-ssm-dtype"
-                    if "mamba" in flag
-                    else "--mem-fraction-static / --page-size"
-                )
+                alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")
                 raise ValueError(f"'{flag}' is a vLLM setting: SGLang takes {alt}")
         s.update(
             mem_fraction_static=args.mem_fraction_static,

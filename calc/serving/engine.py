@@ -22,6 +22,7 @@ from calc.serving.defaults import (
 )
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
+from calc.serving.vllm_mamba import StateArgs
 from calc.serving.vllm_state_dtype import check_state_flags
 
 Engine = Literal["vllm", "sglang"]
@@ -113,6 +114,9 @@ class VllmConfig(EngineConfig):
     # a linear layer's states (calc.serving.vllm_state_dtype: the choices and "auto" by release)
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
+    # --[no-]enable-prefix-caching; None: the release's default (it changes only the pages of a
+    # linear layer's state: calc.serving.vllm_mamba)
+    enable_prefix_caching: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -123,12 +127,14 @@ class VllmConfig(EngineConfig):
             raise ValueError(
                 f"'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got {self.block_size}"
             )
-        check_state_flags(self.version_tuple, self.mamba_state_flags)
+        check_state_flags(self.version_tuple, self.state_args[:2])
         return self
 
     @property
-    def mamba_state_flags(self) -> tuple[str, str]:
-        return (self.mamba_cache_dtype, self.mamba_ssm_cache_dtype)
+    def state_args(self) -> StateArgs:
+        return StateArgs(
+            self.mamba_cache_dtype, self.mamba_ssm_cache_dtype, self.enable_prefix_caching
+        )
 
     @property
     def is_v1(self) -> bool:

@@ -57,8 +57,7 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.serving.vllm_mamba import StatePages, vllm_state_bytes, vllm_state_pages
-from calc.serving.vllm_state_dtype import AUTO
+from calc.serving.vllm_mamba import StateArgs, StatePages, vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -121,9 +120,14 @@ class KVLayout:
 
     def report_block(self, block_size: int, max_model_len: int) -> int:
         """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
-        if any(g.kind in STATE_KINDS for g in self.groups) and self.state_pages.mode == "none":
-            return _min(block_size, max_model_len)  # "align": mamba_block_size = block_size
+        if any(g.kind in STATE_KINDS for g in self.groups):
+            return _min(block_size, self.mamba_block(block_size, max_model_len))
         return block_size
+
+    def mamba_block(self, block_size, max_model_len):
+        """mamba_block_size: max_model_len ("none"), the raised block ("all") or block_size."""
+        mode = self.state_pages.mode
+        return {"none": max_model_len, "all": self.block_size(1)}.get(mode, block_size)
 
     def rank_group_size(self, rank: int) -> int:
         """Layers per group slot on one PP rank (one group: the rank's own layers)."""
@@ -141,7 +145,8 @@ class KVLayout:
                 n = _min(self.chunk + max_num_batched_tokens, max_model_len)
                 total = total + cdiv(n, block_size)
             elif g.kind in STATE_KINDS:
-                total = total + self.state_pages.per_request(max_model_len, block_size)
+                mamba = self.mamba_block(block_size, max_model_len)
+                total = total + self.state_pages.per_request(max_model_len, mamba)
             else:
                 total = total + cdiv(max_model_len, block_size)
         return total
@@ -205,11 +210,11 @@ def kv_layout(
     state_dtype: str = "bf16",
     dsa: str = "",
     gpu: str = "",
-    state_flags: tuple[str, str] = AUTO,
+    state_args: StateArgs = StateArgs(),  # noqa: B008 (an immutable NamedTuple)
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
-    model dtype; `state_flags`: --mamba-cache-dtype / --mamba-ssm-cache-dtype; `dsa`: vLLM's
+    model dtype; `state_args`: vLLM's settings for it; `dsa`: vLLM's
     latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset
     (vLLM's linear layers' prefix-cache layout depends on it from 0.33.0)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
@@ -247,8 +252,9 @@ def kv_layout(
                 "Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
                 "to one unified type."
             )
-        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype, state_flags)
-        common["state_pages"] = vllm_state_pages(spec, version, gpu)
+        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype, state_args[:2])
+        pc = state_args.enable_prefix_caching
+        common["state_pages"] = vllm_state_pages(spec, version, gpu, pc)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")

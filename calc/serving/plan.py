@@ -32,8 +32,7 @@ from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
-from calc.serving.vllm_mamba import is_nemotron_h
-from calc.serving.vllm_state_dtype import AUTO
+from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.spec import ModelSpec
 
 
@@ -125,10 +124,10 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
-    hybrid, chunked, flags = True, True, AUTO
+    hybrid, chunked, flags = True, True, StateArgs()
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
-        chunked, flags = config.allow_chunked_local_attn_hybrid, config.mamba_state_flags
+        chunked, flags = config.allow_chunked_local_attn_hybrid, config.state_args
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))

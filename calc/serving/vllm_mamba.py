@@ -16,27 +16,31 @@ nemotron_h.py in 0.11.0, present in 0.12.0; vLLM's recipe (docs.vllm.ai/projects
 NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.11.2 is the
 floor (its sdist not read). use_replayssm (off by default, 0.33.0) and speculative tokens
 (num_spec extra conv columns) are not modelled: kvcalc plans neither.
-Prefix caching: from 0.26.0 ModelConfig.is_prefix_caching_supported is True for hybrid models
-(0.25.0: "Hybrid models do not support prefix caching"), so MambaModelConfig.
-verify_and_update_config picks a mamba_cache_mode other than "none" by default, and the
-MambaSpec's block becomes the attention block (mamba_block_size = block_size; "none" mode's is
-max_model_len). Pages a request holds a group (MambaSpec.max_memory_usage_bytes / max_num_blocks_
-per_req):
-- "none" (before 0.26.0): 1;
-- "all" (0.26.x - 0.27.x, the models declaring SupportsMambaPrefixCaching: NemotronH and
-  GraniteMoeHybrid among kvcalc's; models/config.py `"all" if supports_mamba_prefix_caching else
-  "align"`): a state per block, cdiv(max_model_len, block_size);
-- "align" (0.26.x - 0.27.x for the others, Qwen3-Next's Gated DeltaNet; every model from 0.28.0,
-  whose config.py sets "align" alone): 2 + num_prefill_checkpoint_blocks. MambaMixer2 declares
-  one checkpoint block from 0.32.0 (mamba_mixer2.py get_kv_cache_spec; absent in 0.31.0); the
-  Gated DeltaNet from 0.33.0 when its prefill backend is FlashInfer (gdn/qwen_gdn_linear_attn.py
-  _exports_checkpoints / _resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with
-  linear_key_head_dim 128 and CUDA runtime >= 13, the default wheel's: setup.py "[cu13] extra is
-  the default"), whose checkpoint alignment, 64 (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_
-  ALIGNMENT), platforms/interface.py then folds into the attention block's alignment
-  (lcm with the kernel's 16).
-0.26.x's align mode also asserts block_size <= max_num_batched_tokens (VllmConfig; not in
-0.27.0). kvcalc has no --enable-prefix-caching setting: the default is planned.
+Prefix caching (--enable-prefix-caching / --no-enable-prefix-caching; VllmConfig.
+enable_prefix_caching, None: the release's default) decides how a request holds a state group
+(MambaSpec.max_memory_usage_bytes / max_num_blocks_per_req), by release:
+- before 0.12.0: MambaModelConfig turns it off for every hybrid model: 1 page a request;
+- 0.12.0 - 0.15.x: kept only for SupportsMambaPrefixCaching models (NemotronH and
+  GraniteMoeHybrid among kvcalc's; Qwen3-Next / Qwen3.5 declare none and have it turned off):
+  a state per block, cdiv(max_model_len, mamba block) pages, the attention block aligned to the
+  Mamba-2 chunk (below); mamba_cache_mode from 0.16.0 names this "all";
+- 0.16.0 - 0.27.x: "all" for those models, "align" for the others: 2 + num_prefill_checkpoint_
+  blocks pages (mamba_block_size = block_size);
+- 0.28.0 on: "align" for every model (config.py sets it alone);
+- off: "none", 1 page (mamba_block_size = max_model_len).
+The default: off before 0.26.0 (ModelConfig.is_prefix_caching_supported: "Hybrid models do not
+support prefix caching"), on from 0.26.0. "all" mode's attention block (platforms/interface.py;
+HybridAttentionMambaModelConfig before 0.26): the state's attention tokens rounded up to
+lcm(mamba chunk size, 16) (get_mamba_chunk_size: config mamba_chunk_size, else chunk_size), and
+mamba_block_size is that block. MambaMixer2 declares one checkpoint block from 0.32.0
+(mamba_mixer2.py get_kv_cache_spec; absent in 0.31.0); the Gated DeltaNet from 0.33.0 when its
+prefill backend is FlashInfer (gdn/qwen_gdn_linear_attn.py _exports_checkpoints /
+_resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with linear_key_head_dim 128 and CUDA
+runtime >= 13, the default wheel's: setup.py "[cu13] extra is the default"), whose checkpoint
+alignment, 64 (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), platforms/interface.py then
+folds into the attention block's alignment (lcm with the kernel's 16). 0.26.x's align mode also
+asserts block_size <= max_num_batched_tokens (VllmConfig; not in 0.27.0). --mamba-cache-mode
+(a mode other than the default) is not modelled.
 kvcalc tells NemotronH from GraniteMoeHybrid by the spec's family ("nemotron_h" when imported
 from a config.json, "nemotron-3" for the preset).
 """
@@ -61,7 +65,9 @@ from calc.serving.vllm_state_dtype import (  # re-exported: the model families l
 GDN_FROM = (0, 10, 2)  # Qwen3-Next (Gated DeltaNet): models/qwen3_next.py, not in 0.10.1
 MAMBA2_FROM = (0, 10, 2)
 NEMOTRON_H_MOE_FROM = (0, 11, 2)  # vLLM's Nemotron-3-Nano recipe: "vLLM 0.11.2 also supports"
-ALIGN_FROM = (0, 26, 0)  # prefix caching on for hybrid models: mamba_cache_mode "all" / "align"
+ALIGN_FROM = (0, 26, 0)  # prefix caching on by default for hybrid models
+PREFIX_CACHING_FROM = (0, 12, 0)  # for SupportsMambaPrefixCaching models (off before)
+MODE_FROM = (0, 16, 0)  # mamba_cache_mode; "align" for the other models
 ALL_MODE_UNTIL = (0, 28, 0)  # "all" for SupportsMambaPrefixCaching models before 0.28.0
 GDN_CHECKPOINT_FROM = (0, 33, 0)  # QwenGatedDeltaNetAttention: a checkpoint block (FlashInfer)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
@@ -117,27 +123,46 @@ def vllm_state_bytes(
     return (conv * dtype_bits(conv_dtype) + recurrent * dtype_bits(ssm_dtype)) // 8 // tp
 
 
+class StateArgs(NamedTuple):
+    """vLLM's settings for a linear layer's state (VllmConfig.state_args)."""
+
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    enable_prefix_caching: bool | None = None  # None: the release's default
+
+
 class StatePages(NamedTuple):
     """How a request holds a linear layer's state group in vLLM (the module docstring)."""
 
     mode: str = "none"  # mamba_cache_mode: "none", "all" or "align"
     checkpoint: int = 0  # num_prefill_checkpoint_blocks ("align")
-    alignment: int = 1  # the prefill checkpoint alignment folded into the attention block
+    alignment: int = 1  # folded into the attention block's: a checkpoint's, or "all"'s chunk
 
-    def per_request(self, max_model_len: int, block_size: int) -> int:
+    def per_request(self, max_model_len: int, mamba_block: int) -> int:
         if self.mode == "all":
-            return -(-max_model_len // block_size)
+            return -(-max_model_len // mamba_block)
         return 2 + self.checkpoint if self.mode == "align" else 1
 
 
-def vllm_state_pages(spec, version: tuple[int, ...], gpu: str = "") -> StatePages:
+def prefix_caching(spec, version: tuple[int, ...], given: bool | None) -> bool:
+    """Whether prefix caching runs for a linear-layer model (the module docstring)."""
+    on = version >= ALIGN_FROM if given is None else given
+    if version < PREFIX_CACHING_FROM:
+        return False
+    supports = "mamba" in spec.attention_counts  # SupportsMambaPrefixCaching: NemotronH, Granite
+    return on and (supports or version >= MODE_FROM)
+
+
+def vllm_state_pages(
+    spec, version: tuple[int, ...], gpu: str = "", enable_prefix_caching: bool | None = None
+) -> StatePages:
     """The prefix-caching mode a linear layer's state group runs in (MambaModelConfig)."""
-    if version < ALIGN_FROM:
+    if not prefix_caching(spec, version, enable_prefix_caching):
         return StatePages()
     mamba2 = "mamba" in spec.attention_counts
     if mamba2:  # NemotronH / GraniteMoeHybrid: SupportsMambaPrefixCaching
         if version < ALL_MODE_UNTIL:
-            return StatePages("all")
+            return StatePages("all", alignment=spec.mamba_chunk_size)
         return StatePages("align", 1 if version >= CHECKPOINT_PAGE_FROM else 0)
     if version >= GDN_CHECKPOINT_FROM and _gdn_flashinfer(spec, gpu):
         return StatePages("align", 1, GDN_CHECKPOINT_ALIGNMENT)

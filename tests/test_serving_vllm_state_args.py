@@ -101,7 +101,7 @@ def test_choices_by_release(version, flag, value, message):
 def test_choices_accepted_from_their_release():
     for version, value in (("0.10.1", "float32"), ("0.13.0", "float16"), ("0.22.0", "bfloat16")):
         cfg = calc.serving.engine_config("vllm", version=version, mamba_ssm_cache_dtype=value)
-        assert cfg.mamba_state_flags == ("auto", value)
+        assert cfg.state_args[:2] == ("auto", value)
 
 
 def kvcalc(*args):
@@ -125,3 +125,88 @@ def test_cli_flags():
                  "float16")  # fmt: skip
     assert run.returncode == 2 and "is an SGLang setting" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+# --- --[no-]enable-prefix-caching --------------------------------------------------------------
+# vLLM's MambaModelConfig.verify_and_update_config (model_executor/models/config.py), by release:
+# 0.10.2 - 0.11.0 turns prefix caching off for every hybrid model; 0.12.0 - 0.15.x keeps it only
+# for SupportsMambaPrefixCaching models (nemotron_h.py, granitemoehybrid.py declare it;
+# qwen3_next.py does not) and sizes MambaSpec as cdiv(max_model_len, mamba_block_size) pages;
+# from 0.16.0 mamba_cache_mode "all" (those models, to 0.27.x) or "align" (2 pages);
+# off: "none", 1 page, mamba_block_size = max_model_len. The default: off before 0.26.0
+# (is_prefix_caching_supported: "Hybrid models do not support prefix caching"), on from 0.26.0.
+# "all": platforms/interface.py (HybridAttentionMambaModelConfig before 0.26) rounds the state's
+# attention tokens up to lcm(mamba chunk size, 16): Nemotron 3 Nano's config chunk_size 128 and
+# state 2,134,016 B (conv bf16 + SSM float32) over 1,024 B a token -> 128 x cdiv(2,084, 128) =
+# 2,176 tokens; otherwise 16 x cdiv(2,084, 16) = 2,096.
+# Nemotron 3 Nano at tp 1: 23 mamba + 6 attention layers -> 4 mamba groups + 1 attention group.
+
+AVAIL = 40 * 2**30
+L = 65536
+NANO_STATE = NANO_CONV * 2 + NANO_SSM * 4  # the config's float32 SSM state
+ALL_BLOCK, BLOCK = 128 * cdiv(NANO_STATE // 1024, 128), 16 * cdiv(NANO_STATE // 1024, 16)
+
+
+def nano(version, **kw):
+    return engine_plan(NANO, "h100-sxm", "vllm", version=version, max_model_len=L,
+                       available_kv_gib=40.0, **kw)  # fmt: skip
+
+
+def concurrency(block, state_pages):
+    blocks = AVAIL // (block * 1024) // 6
+    return blocks / (4 * state_pages + cdiv(L, block))
+
+
+@pytest.mark.parametrize(
+    ("version", "given", "block", "pages"),
+    [
+        ("0.20.0", None, BLOCK, 1),  # off by default before 0.26.0
+        ("0.20.0", True, ALL_BLOCK, cdiv(L, ALL_BLOCK)),  # "all"
+        ("0.13.0", True, ALL_BLOCK, cdiv(L, ALL_BLOCK)),  # before mamba_cache_mode: the same
+        ("0.27.0", None, ALL_BLOCK, cdiv(L, ALL_BLOCK)),  # on by default: "all"
+        ("0.27.0", False, BLOCK, 1),
+        ("0.30.0", None, BLOCK, 2),  # "align"
+        ("0.30.0", False, BLOCK, 1),
+        ("0.33.0", None, BLOCK, 3),  # + MambaMixer2's checkpoint block
+        ("0.33.0", False, BLOCK, 1),
+    ],
+)
+def test_nemotron_prefix_caching(version, given, block, pages):
+    assert (ALL_BLOCK, BLOCK) == (2176, 2096)
+    p = nano(version, enable_prefix_caching=given)
+    assert p.page_bytes == block * 1024
+    assert p.max_concurrency == pytest.approx(concurrency(block, pages))
+
+
+def test_prefix_caching_turned_off_where_vllm_turns_it_off():
+    # Qwen3-Next before 0.16.0: no SupportsMambaPrefixCaching, so turned off: 1 page, and the
+    # GPU KV cache line's block is the smaller of the attention block and max_model_len
+    short = 128
+    for version in ("0.12.0", "0.14.1"):
+        p = engine_plan(NEXT, "h100-sxm", "vllm", version=version, max_model_len=short,
+                        available_kv_gib=40.0, enable_prefix_caching=True)  # fmt: skip
+        off = engine_plan(NEXT, "h100-sxm", "vllm", version=version, max_model_len=short,
+                          available_kv_gib=40.0)  # fmt: skip
+        assert p.max_concurrency == off.max_concurrency
+        assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // p.kv_groups * short
+    # the same model from 0.16.0: "align", 2 pages, the attention block in the token line
+    p = engine_plan(NEXT, "h100-sxm", "vllm", version="0.16.0", max_model_len=short,
+                    available_kv_gib=40.0, enable_prefix_caching=True)  # fmt: skip
+    block = 16 * cdiv((NEXT_CONV + NEXT_REC) * 2, 16 * NEXT_TOKEN)
+    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // p.kv_groups * block
+    # a model without linear layers: the flag changes no count
+    a = engine_plan("llama-3-8b", "h100-sxm", "vllm", enable_prefix_caching=False)
+    assert a == engine_plan("llama-3-8b", "h100-sxm", "vllm", enable_prefix_caching=True)
+
+
+def test_cli_prefix_caching():
+    base = ("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "vllm", "--json", "--seq",
+            str(L), "--available-kv-gib", "40", "--engine-version", "0.30.0")  # fmt: skip
+    on, off = kvcalc(*base), kvcalc(*base, "--no-enable-prefix-caching")
+    assert on.returncode == off.returncode == 0, on.stderr + off.stderr
+    assert json.loads(on.stdout)["max_concurrency"] == pytest.approx(concurrency(BLOCK, 2))
+    assert json.loads(off.stdout)["max_concurrency"] == pytest.approx(concurrency(BLOCK, 1))
+    run = kvcalc("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "sglang",
+                 "--enable-prefix-caching")  # fmt: skip
+    assert run.returncode == 2
+    assert "SGLang takes --disable-radix-cache" in run.stderr
