@@ -138,9 +138,9 @@ def test_vllm_mamba_pages_a_request_by_release():
     ):
         p = vllm(NANO, version=version, max_model_len=L)
         assert p.page_bytes == b * 1024, version
-        assert p.max_concurrency == pytest.approx(
-            p.num_gpu_blocks / (4 * pages + cdiv(L, b))
-        ), version
+        assert p.max_concurrency == pytest.approx(p.num_gpu_blocks / (4 * pages + cdiv(L, b))), (
+            version
+        )
     # "none" mode: the MambaSpec block is max_model_len, the smallest when under the attention
     # block; "all" / "align": the attention block
     short = 1024
