@@ -265,3 +265,31 @@ def test_tp_for_answers_for_models_only_the_engines_plan():
     assert plans[2].max_concurrency < 16 <= plans[4].max_concurrency
     assert inverse.tp_for("gpt-oss-120b", "h100-sxm", "vllm", 16, **s) == 4
     assert inverse.tp_for("gpt-oss-120b", "h100-sxm", "vllm", 1, **s) == 1
+
+
+def test_linear_state_settings_are_the_engines_flags():
+    """A linear-layer model (Nemotron 3 Nano) offers vLLM's enable_prefix_caching and
+    mamba_ssm_cache_dtype and SGLang's mamba_ssm_dtype; the page's plan is calc.serving's with
+    the same flags, a release that lacks a choice shows vLLM's refusal, and a model without
+    linear layers offers none of them."""
+    nano = {"model": "nemotron-3-nano-30b-a3b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+    kw = dict(version="0.30.0", max_model_len=65536)
+    at = open_page("capacity", **nano, engine="vllm", ever="0.30.0", elen="65536", epc="off",
+                   essm="float16")  # fmt: skip
+    assert errors(at) == ""
+    p = engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", "vllm", **kw,
+                    enable_prefix_caching=False, mamba_ssm_cache_dtype="float16")  # fmt: skip
+    default = engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", "vllm", **kw)
+    assert p.max_concurrency > default.max_concurrency  # 1 state page a request, not 2
+    assert _tiles(at)["Max concurrency at 65,536 tokens"] == f"{p.max_concurrency:.2f}x"
+    bad = open_page("capacity", **nano, engine="vllm", ever="0.20.0", essm="bfloat16")
+    assert "'mamba_ssm_cache_dtype' must be one of auto, float32, float16 in vLLM 0.20" in (
+        errors(bad)
+    )
+    sg = open_page("capacity", **nano, engine="sglang", ever="0.5.23", esgssm="bfloat16")
+    assert errors(sg) == ""
+    q = engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", "sglang", version="0.5.23",
+                    mamba_ssm_dtype="bfloat16")  # fmt: skip
+    assert _tiles(sg)["KV tokens"] == f"{q.gpu_kv_cache_tokens:,}"
+    dense = open_page("capacity", **BASE, engine="vllm")
+    assert not [s for s in dense.selectbox if s.label == "enable_prefix_caching"]
