@@ -10,6 +10,7 @@ from calc.limits import limit as size_limit
 from calc.serving.engine import DEFAULT_VERSION, KV_CACHE_DTYPES
 from dashboard import capacity_charts, plain, state, tables, ui
 from dashboard import engine_data as ed
+from dashboard.capacity_state import state_inputs
 
 
 def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[str]:
@@ -112,7 +113,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
         )
     keys += [*own_keys, "elen"]
     par_keys, parallel = _parallel_inputs(engine, spec, tp)
-    state_keys, state_settings = _state_inputs(engine, spec)
+    state_keys, state_settings = state_inputs(engine, spec)
     keys += par_keys + state_keys
     parallel.update(state_settings)
     if hw is None or tp is None:  # the error above says why
@@ -249,46 +250,3 @@ def _parallel_inputs(engine: str, spec, tp: int | None) -> tuple[list[str], dict
         if dense:
             out["moe_dense_tp_size"] = 1
     return keys, out
-
-
-PREFIX_CACHING = {"default": None, "on": True, "off": False}
-
-
-def _state_inputs(engine: str, spec) -> tuple[list[str], dict]:
-    """A linear layer's state settings (Qwen3-Next / 3.5, Mamba-2 hybrids): vLLM's prefix
-    caching and state dtype, SGLang's --mamba-ssm-dtype; the release's rule when left default."""
-    if not {"linear_attention", "mamba"} & set(spec.attention_counts):
-        return [], {}
-    c = st.columns(4)
-    if engine == "sglang":
-        opts = ["default", "float32", "bfloat16", "float16"]
-        state.init("esgssm", "default", choices=opts)
-        ssm = c[0].selectbox(
-            "mamba_ssm_dtype",
-            opts,
-            key=state.wkey("esgssm"),
-            help="The linear layers' temporal state; default: the flag left out (float32, or "
-            "from 0.5.9 the config.json's mamba_ssm_dtype).",
-        )
-        return ["esgssm"], ({} if ssm == "default" else {"mamba_ssm_dtype": ssm})
-    state.init("epc", "default", choices=list(PREFIX_CACHING))
-    pc = c[0].selectbox(
-        "enable_prefix_caching",
-        list(PREFIX_CACHING),
-        key=state.wkey("epc"),
-        help="Default: on from 0.26. On, each request holds 2 or more state pages (a state "
-        "per block for Nemotron-H / Granite up to 0.27); off, one.",
-    )
-    opts = ["auto", "float32", "float16", "bfloat16"]
-    state.init("essm", "auto", choices=opts)
-    ssm = c[1].selectbox(
-        "mamba_ssm_cache_dtype",
-        opts,
-        key=state.wkey("essm"),
-        help="The linear layers' temporal state; auto: the model's config (Nemotron-H, "
-        "Qwen3.5), else the model dtype.",
-    )
-    return ["epc", "essm"], {
-        "enable_prefix_caching": PREFIX_CACHING[pc],
-        "mamba_ssm_cache_dtype": ssm,
-    }

@@ -23,8 +23,9 @@ from calc.serving.layout import HYBRID_ALLOCATOR_FROM
 from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
 from calc.serving.plan import PP_CHECK_PER_RANK_FROM, EnginePlan, engine_plan
 from calc.serving.sglang_hybrid import GDN_FROM, PADDING_SLOT_FROM, RATIO_FROM
-from calc.serving.vllm_mamba import ALIGN_FROM, ALL_MODE_UNTIL
+from calc.serving.vllm_mamba import ALIGN_FROM, ALL_CHOICE_UNTIL, ALL_MODE_UNTIL, MODE_FROM
 from calc.serving.vllm_mamba import GDN_FROM as VLLM_GDN_FROM
+from calc.serving.vllm_v2 import V2_ALL_MODE_FALLBACK
 from calc.sharding import unplannable
 from dashboard.capacity_data import _HASH
 from dashboard.data import GB, GIB
@@ -50,6 +51,9 @@ ENGINE_VERSIONS = {
                     VLLM_GDN_FROM,
                     ALIGN_FROM,  # linear layers' prefix-cache pages
                     ALL_MODE_UNTIL,
+                    MODE_FROM,  # --mamba-cache-mode
+                    V2_ALL_MODE_FALLBACK[0],
+                    ALL_CHOICE_UNTIL,
                     PP_CHECK_PER_RANK_FROM,
                     CUDAGRAPH_SUBTRACTED_FROM,
                     V1_XL_BATCH_FROM,

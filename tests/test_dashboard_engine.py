@@ -293,3 +293,19 @@ def test_linear_state_settings_are_the_engines_flags():
     assert _tiles(sg)["KV tokens"] == f"{q.gpu_kv_cache_tokens:,}"
     dense = open_page("capacity", **BASE, engine="vllm")
     assert not [s for s in dense.selectbox if s.label == "enable_prefix_caching"]
+
+
+def test_mamba_cache_mode_is_vllms_flag():
+    """The Capacity page's mamba_cache_mode is vLLM's --mamba-cache-mode: "all" on 0.30 is the
+    plan calc.serving makes with it (a state per block: fewer requests than "align", the
+    default), and 0.32, whose MambaCacheMode lost "all", shows vLLM's refusal."""
+    nano = {"model": "nemotron-3-nano-30b-a3b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+    kw = dict(version="0.30.0", max_model_len=65536)
+    at = open_page("capacity", **nano, engine="vllm", ever="0.30.0", elen="65536", emode="all")
+    assert errors(at) == ""
+    p = engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", "vllm", **kw, mamba_cache_mode="all")
+    default = engine_plan("nemotron-3-nano-30b-a3b", "h100-sxm", "vllm", **kw)
+    assert p.max_concurrency < default.max_concurrency
+    assert _tiles(at)["Max concurrency at 65,536 tokens"] == f"{p.max_concurrency:.2f}x"
+    bad = open_page("capacity", **nano, engine="vllm", ever="0.32.0", emode="all")
+    assert "'mamba_cache_mode' must be one of align, none in vLLM 0.32.0" in errors(bad)

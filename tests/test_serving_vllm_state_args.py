@@ -210,3 +210,103 @@ def test_cli_prefix_caching():
                  "--enable-prefix-caching")  # fmt: skip
     assert run.returncode == 2
     assert "SGLang takes --disable-radix-cache" in run.stderr
+
+
+# --mamba-cache-mode (vllm/config/cache.py CacheConfig.mamba_cache_mode, absent in 0.14.1;
+# MambaCacheMode all / align / none in 0.16.0 - 0.31.0, align / none in 0.32.0; 0.33.0's
+# engine/arg_utils.py: "deprecated ... It has no effect"). models/config.py MambaModelConfig,
+# prefix caching on: "none" -> the default ("all" for SupportsMambaPrefixCaching models before
+# 0.28.0, else "align"); "all" without SupportsMambaPrefixCaching -> "align"; prefix caching off
+# -> "none" whatever was given.
+@pytest.mark.parametrize(
+    ("version", "given", "mode", "block", "pages"),
+    [
+        ("0.20.0", True, "align", BLOCK, 2),  # "align" instead of the default "all"
+        ("0.27.0", None, "align", BLOCK, 2),
+        ("0.27.0", None, "none", ALL_BLOCK, cdiv(L, ALL_BLOCK)),  # "none" takes the default
+        ("0.30.0", None, "all", ALL_BLOCK, cdiv(L, ALL_BLOCK)),  # "all" kept: NemotronH supports it
+        ("0.30.0", False, "all", BLOCK, 1),  # prefix caching off: "none"
+        ("0.32.0", None, "align", BLOCK, 3),  # align + MambaMixer2's checkpoint block
+        ("0.33.0", None, "none", BLOCK, 3),  # no effect in 0.33.0: align, as by default
+    ],
+)
+def test_nemotron_mamba_cache_mode(version, given, mode, block, pages):
+    p = nano(version, enable_prefix_caching=given, mamba_cache_mode=mode)
+    assert p.page_bytes == block * 1024
+    assert p.max_concurrency == pytest.approx(concurrency(block, pages))
+
+
+def test_gated_delta_net_all_mode_falls_back_to_align():
+    # Qwen3-Next declares no SupportsMambaPrefixCaching: "all" -> "align", the default plan
+    kw = {"max_model_len": 4096, "available_kv_gib": 40.0, "version": "0.30.0"}
+    default = engine_plan(NEXT, "h100-sxm", "vllm", **kw)
+    given = engine_plan(NEXT, "h100-sxm", "vllm", mamba_cache_mode="all", **kw)
+    assert given == default
+    # 36 Gated DeltaNet + 12 attention layers: groups of 12 (3 state + 1 attention), a block id
+    # a page in each of a group's 12 layers; a request: 2 state pages a state group ("align")
+    block = 16 * cdiv((NEXT_CONV + NEXT_REC) * 2, 16 * NEXT_TOKEN)
+    assert given.max_concurrency == pytest.approx(
+        AVAIL // (block * NEXT_TOKEN) // 12 / (3 * 2 + cdiv(4096, block))
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "mode", "message"),
+    [
+        ("0.14.1", "align", "'mamba_cache_mode' is a vLLM setting from 0.16.0"),
+        ("0.32.0", "all", "'mamba_cache_mode' must be one of align, none in vLLM 0.32.0"),
+        ("0.30.0", "some", "must be one of all, align, none in vLLM 0.30.0"),
+    ],
+)
+def test_mamba_cache_mode_refused(version, mode, message):
+    with pytest.raises(ValueError, match=message):
+        nano(version, mamba_cache_mode=mode)
+
+
+def test_all_mode_runs_model_runner_v1_in_0_30_and_0_31():
+    # vllm/config/vllm.py _get_v2_model_runner_unsupported_features: "mamba cache mode 'all'"
+    # from 0.30.0 (absent in 0.29.0); V2 runs every CUDA model from 0.29.0 otherwise
+    from calc.serving.engine import VllmConfig
+    from calc.serving.vllm_v2 import vllm_uses_v2_runner
+
+    def v2(version, **kw):
+        cfg = VllmConfig(version=version, max_model_len=L, max_num_batched_tokens=8192,
+                         max_num_seqs=256, **kw)  # fmt: skip
+        return vllm_uses_v2_runner(NANO, cfg)
+
+    assert v2("0.29.0", mamba_cache_mode="all")
+    assert not v2("0.30.0", mamba_cache_mode="all")
+    assert not v2("0.31.0", mamba_cache_mode="all")
+    assert v2("0.31.0", mamba_cache_mode="all", enable_prefix_caching=False)  # then "none"
+    assert v2("0.31.0", mamba_cache_mode="align") and v2("0.31.0")
+
+
+def test_dense_mamba2_hybrid_runs_v1_in_0_25_to_0_28():
+    # 0.25.0 - 0.28.x: V2 for every non-MoE model except hybrid ones (is_hybrid: mamba layers);
+    # a dense Nemotron-H (the Nano fixture with its MoE blocks "E" made MLP blocks "-")
+    from calc.serving.engine import VllmConfig
+    from calc.serving.vllm_v2 import vllm_uses_v2_runner
+
+    cfg = json.loads((MODERN / "nemotron-3-nano-30b-a3b.json").read_text())
+    cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"].replace("E", "-")
+    dense = calc.from_hf_config(cfg)
+    assert not dense.is_moe
+    for version, expected in (("0.25.0", False), ("0.28.0", False), ("0.29.0", True)):
+        c = VllmConfig(version=version, max_model_len=L, max_num_batched_tokens=8192,
+                       max_num_seqs=256)  # fmt: skip
+        assert vllm_uses_v2_runner(dense, c) is expected, version
+
+
+def test_cli_mamba_cache_mode():
+    base = ("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "vllm", "--json", "--seq",
+            str(L), "--available-kv-gib", "40", "--engine-version", "0.30.0")  # fmt: skip
+    run = kvcalc(*base, "--mamba-cache-mode", "all")
+    assert run.returncode == 0, run.stderr
+    expected = concurrency(ALL_BLOCK, cdiv(L, ALL_BLOCK))
+    assert json.loads(run.stdout)["max_concurrency"] == pytest.approx(expected)
+    old = kvcalc(*base[:-1], "0.32.0", "--mamba-cache-mode", "all")
+    assert old.returncode == 2 and "must be one of align, none" in old.stderr
+    assert "Traceback" not in old.stderr and len(old.stderr.strip().splitlines()) == 1
+    run = kvcalc("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "sglang",
+                 "--mamba-cache-mode", "align")  # fmt: skip
+    assert run.returncode == 2 and "SGLang takes --disable-radix-cache" in run.stderr

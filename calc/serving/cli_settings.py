@@ -11,6 +11,7 @@ SGLANG_ALTERNATIVE = {
     "--mamba-cache-dtype": "--mamba-ssm-dtype",
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
+    "--mamba-cache-mode": "--disable-radix-cache",
 }
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
@@ -127,6 +128,12 @@ def add_engine_args(p) -> None:
             help=f"vLLM: the linear layers' {what} (choices by release)",
         )
     g.add_argument(
+        "--mamba-cache-mode",
+        choices=("all", "align", "none"),
+        default=None,
+        help="vLLM 0.16-0.32: the linear layers' prefix-cache mode (choices by release)",
+    )
+    g.add_argument(
         "--target-concurrency",
         type=fraction,
         default=None,
@@ -185,6 +192,7 @@ def engine_settings(args, spec) -> dict:
             mamba_cache_dtype=args.mamba_cache_dtype,
             mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
             enable_prefix_caching=args.enable_prefix_caching,
+            mamba_cache_mode=args.mamba_cache_mode,
         )
     else:
         for flag, val, default in (
@@ -196,6 +204,7 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-cache-dtype", args.mamba_cache_dtype, "auto"),
             ("--mamba-ssm-cache-dtype", args.mamba_ssm_cache_dtype, "auto"),
             ("--[no-]enable-prefix-caching", args.enable_prefix_caching, None),
+            ("--mamba-cache-mode", args.mamba_cache_mode, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

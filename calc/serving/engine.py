@@ -22,7 +22,7 @@ from calc.serving.defaults import (
 )
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
-from calc.serving.vllm_mamba import StateArgs
+from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_state_dtype import check_state_flags
 
 Engine = Literal["vllm", "sglang"]
@@ -117,6 +117,8 @@ class VllmConfig(EngineConfig):
     # --[no-]enable-prefix-caching; None: the release's default (it changes only the pages of a
     # linear layer's state: calc.serving.vllm_mamba)
     enable_prefix_caching: bool | None = None
+    # --mamba-cache-mode (0.16.0 - 0.32.x; no effect from 0.33.0); None: not given
+    mamba_cache_mode: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -128,12 +130,16 @@ class VllmConfig(EngineConfig):
                 f"'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got {self.block_size}"
             )
         check_state_flags(self.version_tuple, self.state_args[:2])
+        check_mode_flag(self.version_tuple, self.mamba_cache_mode)
         return self
 
     @property
     def state_args(self) -> StateArgs:
         return StateArgs(
-            self.mamba_cache_dtype, self.mamba_ssm_cache_dtype, self.enable_prefix_caching
+            self.mamba_cache_dtype,
+            self.mamba_ssm_cache_dtype,
+            self.enable_prefix_caching,
+            self.mamba_cache_mode,
         )
 
     @property

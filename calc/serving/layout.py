@@ -253,8 +253,8 @@ def kv_layout(
                 "to one unified type."
             )
         common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype, state_args[:2])
-        pc = state_args.enable_prefix_caching
-        common["state_pages"] = vllm_state_pages(spec, version, gpu, pc)
+        pc, mode = state_args.enable_prefix_caching, state_args.mamba_cache_mode
+        common["state_pages"] = vllm_state_pages(spec, version, gpu, pc, mode)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")

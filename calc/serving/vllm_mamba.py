@@ -39,8 +39,13 @@ _resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with linear_key_head_dim 12
 runtime >= 13, the default wheel's: setup.py "[cu13] extra is the default"), whose checkpoint
 alignment, 64 (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), platforms/interface.py then
 folds into the attention block's alignment (lcm with the kernel's 16). 0.26.x's align mode also
-asserts block_size <= max_num_batched_tokens (VllmConfig; not in 0.27.0). --mamba-cache-mode
-(a mode other than the default) is not modelled.
+asserts block_size <= max_num_batched_tokens (VllmConfig; not in 0.27.0).
+--mamba-cache-mode (CacheConfig.mamba_cache_mode; not in 0.14.1's, in 0.16.0's; 0.15 has no
+sdist on PyPI): choices all / align / none through 0.31.x, align / none in 0.32.x (MambaCacheMode),
+deprecated in 0.33.0 ("It has no effect: Mamba prefix caching follows --enable-prefix-caching").
+MambaModelConfig reads it only while prefix caching is on: "none" takes the default above, "all"
+falls back to "align" for a model without SupportsMambaPrefixCaching; off, the mode is "none".
+So it chooses "align" for NemotronH / Granite before 0.28 and "all" for them in 0.28 - 0.31.
 kvcalc tells NemotronH from GraniteMoeHybrid by the spec's family ("nemotron_h" when imported
 from a config.json, "nemotron-3" for the preset).
 """
@@ -72,6 +77,8 @@ ALL_MODE_UNTIL = (0, 28, 0)  # "all" for SupportsMambaPrefixCaching models befor
 GDN_CHECKPOINT_FROM = (0, 33, 0)  # QwenGatedDeltaNetAttention: a checkpoint block (FlashInfer)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
 ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
+ALL_CHOICE_UNTIL = (0, 32, 0)  # MambaCacheMode = Literal["align", "none"] in 0.32.0
+MODE_FLAG_IGNORED_FROM = (0, 33, 0)  # _MAMBA_CACHE_MODE_DEPRECATION_MESSAGE
 CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
 
 
@@ -129,6 +136,24 @@ class StateArgs(NamedTuple):
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
     enable_prefix_caching: bool | None = None  # None: the release's default
+    mamba_cache_mode: str | None = None  # --mamba-cache-mode; None: not given
+
+
+def check_mode_flag(version: tuple[int, ...], mode: str | None) -> None:
+    """vLLM's own refusal of a --mamba-cache-mode it does not know (the module docstring)."""
+    if mode is None:
+        return
+    if version < MODE_FROM:
+        raise ValueError(
+            f"'mamba_cache_mode' is a vLLM setting from {release(MODE_FROM)} (--mamba-cache-mode; "
+            f"not in 0.14.1's CacheConfig): got {mode!r} for {release(version)}"
+        )
+    choices = ("all", "align", "none") if version < ALL_CHOICE_UNTIL else ("align", "none")
+    if mode not in choices:
+        raise ValueError(
+            f"'mamba_cache_mode' must be one of {', '.join(choices)} in vLLM {release(version)} "
+            f"(MambaCacheMode): got {mode!r}"
+        )
 
 
 class StatePages(NamedTuple):
@@ -154,14 +179,20 @@ def prefix_caching(spec, version: tuple[int, ...], given: bool | None) -> bool:
 
 
 def vllm_state_pages(
-    spec, version: tuple[int, ...], gpu: str = "", enable_prefix_caching: bool | None = None
+    spec,
+    version: tuple[int, ...],
+    gpu: str = "",
+    enable_prefix_caching: bool | None = None,
+    mamba_cache_mode: str | None = None,
 ) -> StatePages:
-    """The prefix-caching mode a linear layer's state group runs in (MambaModelConfig)."""
+    """The prefix-caching mode a linear layer's state group runs in (MambaModelConfig);
+    `mamba_cache_mode`: --mamba-cache-mode, None when not given."""
     if not prefix_caching(spec, version, enable_prefix_caching):
         return StatePages()
+    given = mamba_cache_mode if version < MODE_FLAG_IGNORED_FROM else None
     mamba2 = "mamba" in spec.attention_counts
     if mamba2:  # NemotronH / GraniteMoeHybrid: SupportsMambaPrefixCaching
-        if version < ALL_MODE_UNTIL:
+        if given in (None, "none") and version < ALL_MODE_UNTIL or given == "all":
             return StatePages("all", alignment=spec.mamba_chunk_size)
         return StatePages("align", 1 if version >= CHECKPOINT_PAGE_FROM else 0)
     if version >= GDN_CHECKPOINT_FROM and _gdn_flashinfer(spec, gpu):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from calc.activation import forward_activation_bytes
 from calc.dtypes import dtype_bits
 from calc.serving.vllm_compiled import compiled_forward_applies, compiled_forward_bytes
+from calc.serving.vllm_mamba import vllm_state_pages
 
 # VLLM_USE_V2_MODEL_RUNNER is a bool defaulting to False in 0.20.0 and 0.21.0 (envs.py): V1 runs.
 # From 0.22.0 it is tri-state (None: VllmConfig.use_v2_model_runner decides):
@@ -58,6 +59,9 @@ V2_ARCH_FAMILIES_023 = V2_ARCH_FAMILIES_022 + (
 # log (the one public 0.29.0 start-up found, aivrar/vllm-windows-build issue 17, is a hybrid
 # multimodal model with an MTP drafter on Windows: not added).
 V2_CUDAGRAPH_ESTIMATE_FROM = (0, 29, 0)
+# "mamba cache mode 'all'" joins V2's unsupported features in 0.30.0 (absent in 0.29.0) and the
+# mode leaves vLLM in 0.32.0: a NemotronH / Granite model given --mamba-cache-mode all runs V1.
+V2_ALL_MODE_FALLBACK = ((0, 30, 0), (0, 32, 0))
 # memory_profiling (vllm/utils/mem_utils.py) from 0.27.0: non_kv_cache_memory = total_consumed
 # (the drop in free memory from the worker's init snapshot to after the profile run) +
 # transient_peak_headroom (torch's peak over the profile run - what torch still holds after it);
@@ -68,8 +72,16 @@ VOCAB_PADDING = 64  # DEFAULT_VOCAB_PADDING_SIZE, vocab_parallel_embedding.py
 
 
 def _hybrid(spec) -> bool:
-    """A model vLLM marks is_hybrid (mamba / linear-attention layers): Gated DeltaNet here."""
-    return spec.linear_num_value_heads is not None
+    """A model vLLM marks is_hybrid: Gated DeltaNet or Mamba-2 layers."""
+    counts = spec.attention_counts
+    return "linear_attention" in counts or "mamba" in counts
+
+
+def _all_mode(spec, config) -> bool:
+    if not _hybrid(spec):
+        return False
+    pc, mode = config.enable_prefix_caching, config.mamba_cache_mode
+    return vllm_state_pages(spec, config.version_tuple, "", pc, mode).mode == "all"
 
 
 def _quantized(spec, config) -> bool:
@@ -83,7 +95,8 @@ def vllm_uses_v2_runner(spec, config) -> bool:
     if config.engine != "vllm" or not config.is_v1 or v < V2_DEFAULT_FROM:
         return False
     if v >= V2_EVERY_MODEL_FROM:
-        return True
+        lo, hi = V2_ALL_MODE_FALLBACK
+        return not (lo <= v < hi and _all_mode(spec, config))
     vision = spec.vision is not None  # a *ForConditionalGeneration architecture, not listed
     if v < V2_LIST_ONLY_FROM:
         families = V2_ARCH_FAMILIES_023 if v >= V2_LLAMA_FROM else V2_ARCH_FAMILIES_022
