@@ -92,7 +92,7 @@ def test_vllm_v1_blocks_tokens_concurrency_written_out():
 
 
 def test_gpt_oss_groups_split_the_pool():
-    # gpt-oss-120b: 18 full + 18 sliding layers -> 2 groups of 18; tokens = blocks // 2 x 16
+    # gpt-oss-120b: 18 full + 18 sliding layers -> 2 groups of 18
     spec = dict(
         name="g",
         num_hidden_layers=36,
@@ -113,9 +113,14 @@ def test_gpt_oss_groups_split_the_pool():
     p = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38)
     page = 2 * 16 * 8 * 64 * 2
     blocks = int(5.38 * GIB) // page // 18
-    assert (p.kv_groups, p.num_gpu_blocks, p.gpu_kv_cache_tokens) == (2, blocks, blocks // 2 * 16)
+    assert (p.kv_groups, p.num_gpu_blocks) == (2, blocks)
     # per request: ceil(131072 / 16) full blocks + ceil((128 - 1 + 8192) / 16) + 1 sliding
     assert p.max_concurrency == blocks / (8192 + 520 + 1)
+    # the token line: int(concurrency x max_model_len) from vLLM 0.21.0 (the default release
+    # here), blocks // groups x block before (_report_kv_cache_config, 0.20.0 / 0.21.0 sdists)
+    assert p.gpu_kv_cache_tokens == int(blocks / (8192 + 520 + 1) * 131072)
+    old = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38, version="0.20.0")
+    assert (old.num_gpu_blocks, old.gpu_kv_cache_tokens) == (blocks, blocks // 2 * 16)
 
 
 def test_sglang_pool_written_out():

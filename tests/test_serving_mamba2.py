@@ -74,10 +74,12 @@ def test_vllm_nemotron_nano_tp1():
     p = vllm(NANO, max_model_len=L)
     blocks = AVAIL * GIB // page // 6
     assert (p.page_bytes, p.kv_groups, p.num_gpu_blocks) == (page, 5, blocks)
-    assert p.gpu_kv_cache_tokens == blocks // 5 * block
     # align mode (0.33.0): 2 + 1 checkpoint pages per mamba group
     assert p.max_concurrency == pytest.approx(blocks / (4 * 3 + cdiv(L, block)))
-    assert p.log_lines[2] == f"GPU KV cache size: {blocks // 5 * block:,} tokens"
+    # the token line from 0.21.0: int(concurrency x max_model_len) (_report_kv_cache_config)
+    tokens = int(blocks / (4 * 3 + cdiv(L, block)) * L)
+    assert p.gpu_kv_cache_tokens == tokens
+    assert p.log_lines[2] == f"GPU KV cache size: {tokens:,} tokens"
 
 
 def test_vllm_granite_h_small_tp1_and_tp2():
@@ -95,8 +97,8 @@ def test_vllm_granite_h_small_tp1_and_tp2():
         p = vllm(SMALL, max_model_len=L, tensor_parallel_size=tp)
         blocks = AVAIL * GIB // page // 4
         assert (p.page_bytes, p.kv_groups, p.num_gpu_blocks) == (page, 10, blocks), tp
-        assert p.gpu_kv_cache_tokens == blocks // 10 * block
         assert p.max_concurrency == pytest.approx(blocks / (9 * 3 + cdiv(L, block)))
+        assert p.gpu_kv_cache_tokens == int(blocks / (9 * 3 + cdiv(L, block)) * L)
     assert (state, block) == (1074688, 528)  # tp 2: (4352 x 3 + 64 x 64 x 128) x 2 B
 
 
@@ -141,13 +143,17 @@ def test_vllm_mamba_pages_a_request_by_release():
         assert p.max_concurrency == pytest.approx(p.num_gpu_blocks / (4 * pages + cdiv(L, b))), (
             version
         )
-    # "none" mode: the MambaSpec block is max_model_len, the smallest when under the attention
-    # block; "all" / "align": the attention block
+    # the token line up to 0.20.x, blocks // groups x the smallest group block: in "none" mode
+    # the MambaSpec block is max_model_len, the smallest when under the attention block; from
+    # 0.21.0 int(concurrency x L): a request takes 4 state pages + 1 attention block either way
     short = 1024
-    p = vllm(NANO, version="0.25.0", max_model_len=short)
+    p = vllm(NANO, version="0.20.0", max_model_len=short)
     assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * short
+    p = vllm(NANO, version="0.25.0", max_model_len=short)
+    assert p.gpu_kv_cache_tokens == int(p.num_gpu_blocks / 5 * short)
     p = vllm(NANO, version="0.26.0", max_model_len=short, max_num_batched_tokens=2048)
-    assert p.gpu_kv_cache_tokens == p.num_gpu_blocks // 5 * all_block
+    assert p.page_bytes == all_block * 1024
+    assert p.gpu_kv_cache_tokens == int(p.num_gpu_blocks / (4 * 1 + 1) * short)
     # 0.26.0's align-mode assertion (block_size <= max_num_batched_tokens, config/vllm.py; gone
     # from 0.27.0) does not apply to "all" mode; Qwen3-Next's Gated DeltaNet runs "align" there
     # (its state at tp 4: conv (2 x 16 x 128 + 32 x 128) / 4 x 3 + 32 / 4 x 128 x 128 values,

@@ -6,6 +6,7 @@ and the first-principles checks."""
 from __future__ import annotations
 
 from calc.serving import figures
+from calc.serving import memory as m
 from calc.serving.engine import parse_version
 from calc.serving.evidence_checks import HALF, Check, _eq, _interval, _pct
 from calc.serving.plan import GIB, engine_plan
@@ -147,17 +148,27 @@ def concurrency_check(cid, log, cfg, lay, B, L) -> Check:
     """The concurrency line from the logged blocks, or tokens, through figures.vllm_concurrency
     (what engine_plan prints). With G KV-cache groups the token line is blocks // G x block
     (the attention block, raised for a linear layer's state), so it leaves G candidate block
-    counts: the check is that the logged figure is one of theirs."""
+    counts; from 0.21.0 it is int(concurrency x L), which leaves the block counts that print
+    it: the check is that the logged figure is one of theirs."""
     want = f"{log['max_concurrency']:.2f}"
     note = "from the logged blocks / tokens"
     if "num_gpu_blocks" in log:
         candidates = [log["num_gpu_blocks"]]
     elif not cfg.is_v1:
         candidates = [log["gpu_kv_cache_tokens"] // B]
+    elif cfg.version_tuple >= m.TOKENS_FROM_CONCURRENCY:  # tokens = int(concurrency x L)
+        per_request = figures.vllm_concurrency(lay, cfg, 1, L)[2]
+        guess = log["gpu_kv_cache_tokens"] * per_request // L
+        near = range(max(guess - 2, 0), guess + 3)
+        candidates = [n for n in near
+                      if figures.vllm_concurrency(lay, cfg, n, L)[0] == log["gpu_kv_cache_tokens"]]  # fmt: skip
     else:
         groups = len(lay.groups)
         k = log["gpu_kv_cache_tokens"] // lay.report_block(lay.block_size(B), L)
         candidates = [k * groups + i for i in range(groups)]
+    if not candidates:
+        return Check(cid, "maximum concurrency", want, None, "miss", "no block count prints the "
+                     "logged tokens")  # fmt: skip
     got = sorted({f"{figures.vllm_concurrency(lay, cfg, n, L)[1]:.2f}" for n in candidates})
     if len(got) == 1:
         return _eq(cid, "maximum concurrency", want, got[0], note)

@@ -92,9 +92,12 @@ def vllm_concurrency(lay, config, num_blocks, max_model_len):
     if not config.is_v1:
         tokens = num_blocks * B
         return tokens, tokens / L, None
-    tokens = m.vllm_gpu_kv_cache_tokens(num_blocks, lay.report_block(B, L), len(lay.groups))
     per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
-    return tokens, m.vllm_max_concurrency(num_blocks, per_req, tokens, L), per_req
+    conc = m.vllm_max_concurrency(num_blocks, per_req, None, L)
+    if config.version_tuple >= m.TOKENS_FROM_CONCURRENCY:
+        return m.vllm_tokens_from_concurrency(conc, L), conc, per_req
+    tokens = m.vllm_gpu_kv_cache_tokens(num_blocks, lay.report_block(B, L), len(lay.groups))
+    return tokens, conc, per_req
 
 
 def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:

@@ -11,6 +11,10 @@ vLLM V1 (vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py):
   pipeline ranks (get_kv_cache_configs).
 - "GPU KV cache size: N tokens" = num_blocks // groups x block_size (_report_kv_cache_config);
   0.7.3 up to the grouped report printed num_blocks x block_size, the same for one group.
+  From 0.21.0 it is int(max_concurrency x max_model_len) for every model ("Sourcing this from
+  the concurrency calculation handles hybrid layouts correctly", _report_kv_cache_config in the
+  0.21.0 sdist; get_kv_cache_capacity from 0.24.0): the same for one full-attention group when
+  max_model_len is a multiple of the block, else the float product truncated.
 - "Maximum concurrency for L tokens per request" = num_blocks / blocks one request of L tokens
   needs (get_max_concurrency_for_kv_cache_config; a full-attention layer needs
   ceil(L / block_size) blocks); before the grouped report it was tokens / L.
@@ -66,6 +70,18 @@ def vllm_num_blocks(available_bytes, page_bytes, layers_per_group):
 def vllm_gpu_kv_cache_tokens(num_blocks, block_size, groups=1):
     """The 'GPU KV cache size: N tokens' figure (V1)."""
     return num_blocks // groups * block_size
+
+
+TOKENS_FROM_CONCURRENCY = (0, 21, 0)
+
+
+def vllm_tokens_from_concurrency(max_concurrency, max_model_len):
+    """The 'GPU KV cache size: N tokens' figure from 0.21.0: int(max_concurrency x L), the
+    float product truncated as Python's int() does (numpy: astype, the same for >= 0)."""
+    product = max_concurrency * max_model_len
+    if isinstance(product, np.ndarray):
+        return product.astype(np.int64)
+    return int(product)
 
 
 def vllm_blocks_per_request(max_model_len, block_size):

@@ -71,7 +71,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from calc.serving.memory import cdiv, vllm_v1_refusal
+from calc.serving.memory import (
+    TOKENS_FROM_CONCURRENCY,
+    cdiv,
+    vllm_tokens_from_concurrency,
+    vllm_v1_refusal,
+)
 from calc.serving.v4_groups import (
     PACKED_GROUPS_FROM,
     UNPADDED_SLIDING_FROM,
@@ -85,7 +90,6 @@ V4_READ_UNTIL = (0, 34, 0)  # releases read: 0.20.0 - 0.33.0; later ones are ref
 NULL_BLOCK_FROM = (0, 29, 0)  # the refusal plans against the memory less one block
 BUCKET_BLOCKS_FROM = (0, 23, 0)  # _get_kv_cache_config_deepseek_v4: per-page-size buckets
 IN_FLIGHT_FROM = (0, 26, 0)  # sliding admission: max_in_flight_tokens
-TOKENS_FROM_CONCURRENCY = (0, 21, 0)  # "GPU KV cache size" = int(concurrency x L)
 FP8_DS_MLA_ROW = 584  # kv_cache_interface.py:359 (head_dim 512, rope 64)
 ALIGN = 576  # FlashMLA alignment of every V4 page
 SWA_BLOCK = 64  # sparse_swa.py:75
@@ -191,7 +195,7 @@ class V4Layout:
         """The "GPU KV cache size: N tokens" line (_report_kv_cache_config)."""
         if self.version >= TOKENS_FROM_CONCURRENCY:
             c = self.max_concurrency(num_blocks, max_model_len, max_num_batched_tokens)
-            return int(c * max_model_len)
+            return vllm_tokens_from_concurrency(c, max_model_len)
         return num_blocks // len(self.groups) * min(g.block_size for g in self.groups)
 
 

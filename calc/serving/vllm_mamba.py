@@ -38,8 +38,10 @@ prefill backend is FlashInfer (gdn/qwen_gdn_linear_attn.py _exports_checkpoints 
 _resolve_gdn_prefill_backend: sm90, or sm10x / sm12x with linear_key_head_dim 128 and CUDA
 runtime >= 13, the default wheel's: setup.py "[cu13] extra is the default"), whose checkpoint
 alignment, 64 (gdn_attn.py FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), platforms/interface.py then
-folds into the attention block's alignment (lcm with the kernel's 16). 0.26.x's align mode also
-asserts block_size <= max_num_batched_tokens (VllmConfig; not in 0.27.0).
+folds into the attention block's alignment (lcm with the kernel's 16). Align mode also
+asserts block_size <= max_num_batched_tokens (the raised block) from 0.17.0 to 0.26.x: in
+VllmConfig.__post_init__ (0.17.0) after the hybrid block is set, in validate_block_size, "called
+after Platform.update_block_size_for_backend()" (0.24.0 - 0.26.0); absent in 0.16.0 and 0.27.0.
 --mamba-cache-mode (CacheConfig.mamba_cache_mode; not in 0.14.1's, in 0.16.0's; 0.15 has no
 sdist on PyPI): choices all / align / none through 0.31.x, align / none in 0.32.x (MambaCacheMode),
 deprecated in 0.33.0 ("It has no effect: Mamba prefix caching follows --enable-prefix-caching").
@@ -76,7 +78,7 @@ MODE_FROM = (0, 16, 0)  # mamba_cache_mode; "align" for the other models
 ALL_MODE_UNTIL = (0, 28, 0)  # "all" for SupportsMambaPrefixCaching models before 0.28.0
 GDN_CHECKPOINT_FROM = (0, 33, 0)  # QwenGatedDeltaNetAttention: a checkpoint block (FlashInfer)
 GDN_CHECKPOINT_ALIGNMENT = 64  # FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
-ALIGN_BLOCK_CHECK_UNTIL = (0, 27, 0)
+ALIGN_BLOCK_CHECK = ((0, 17, 0), (0, 27, 0))  # "In Mamba cache align mode, block_size ..."
 ALL_CHOICE_UNTIL = (0, 32, 0)  # MambaCacheMode = Literal["align", "none"] in 0.32.0
 MODE_FLAG_IGNORED_FROM = (0, 33, 0)  # _MAMBA_CACHE_MODE_DEPRECATION_MESSAGE
 CHECKPOINT_PAGE_FROM = (0, 32, 0)  # MambaMixer2: num_prefill_checkpoint_blocks=1
@@ -213,12 +215,13 @@ def _gdn_flashinfer(spec, gpu: str) -> bool:
 
 
 def check_align_block(lay, block_size: int, max_num_batched_tokens: int, version) -> None:
-    """Align mode's VllmConfig assertion (0.26.x only: gone from config/vllm.py in 0.27.0)."""
-    if version >= ALIGN_BLOCK_CHECK_UNTIL or lay.state_pages.mode != "align":
+    """Align mode's VllmConfig assertion, 0.17.0 - 0.26.x (the module docstring)."""
+    lo, hi = ALIGN_BLOCK_CHECK
+    if not lo <= version < hi or lay.state_pages.mode != "align":
         return
     if block_size > max_num_batched_tokens:
         raise ValueError(
             f"'max_num_batched_tokens' must be at least the attention block size {block_size} "
-            "in vLLM 0.26's mamba cache align mode (prefix caching, on by default for hybrid "
-            f"models): got {max_num_batched_tokens}"
+            f"in vLLM {release(version)}'s mamba cache align mode (prefix caching with linear "
+            f"layers): got {max_num_batched_tokens}"
         )
