@@ -154,6 +154,10 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         w = prepare(spec, hw, weight_dtype=wd, **s)[4]
         for r, (want, got) in enumerate(zip(log["pp_weights_gib"], w, strict=True)):
             out.append(_pct(cid, "weights_gib", want, got / GIB, f"PP rank {r}: "))
+    elif "pp_stage_weights_gib" in log:  # the stages a log's lines can be placed on (comments)
+        w = prepare(spec, hw, weight_dtype=wd, **s)[4]
+        for r, want in sorted((int(k), v) for k, v in log["pp_stage_weights_gib"].items()):
+            out.append(_pct(cid, "weights_gib", want, w[r] / GIB, f"PP rank {r}: "))
     elif "weights_gib" in log:
         p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)
         out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))

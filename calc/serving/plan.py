@@ -22,6 +22,7 @@ from calc.serving import figures as f
 from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
+from calc.serving.fp8_blocks import check_fp8_moe_blocks
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
 from calc.serving.indexed_sglang import sglang_dsa_lines
@@ -118,6 +119,8 @@ def prepare(
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
         ep, split = config.expert_parallel_size, None
+    moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
+    check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
     weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
