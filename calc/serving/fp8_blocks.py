@@ -17,8 +17,8 @@ moe_tp_size = tp_size / ep_size). Each GPU's width I / tp must hold whole scale 
   blocks (the weights kvcalc counts keep the checkpoint's 128 x 128 scales: 4x fewer scales
   than vLLM allocates then, ~0.1 % of the experts' bytes).
 - SGLang Fp8MoEMethod.create_weights (srt/layers/quantization/fp8.py): the same two errors
-  with tp_size = layer.moe_tp_size, on every release read (no refinement; the ROCm aiter
-  exception is not modelled).
+  with the width split by moe_tp_size, in every wheel read (0.5.7 - 0.5.9, 0.5.16 -
+  0.5.23: no refinement; the ROCm aiter exception of the later ones is not modelled).
 
 Other quantization methods (compressed-tensors' block FP8 included) are not checked here.
 """
