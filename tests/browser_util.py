@@ -94,11 +94,14 @@ def new_page(browser, requests: list[str]):
 
 
 def settle(page) -> None:
-    """Wait until the script run has finished (the app's status widget goes idle)."""
+    """Wait until the script run has finished: stApp's data-test-script-state is "notRunning"
+    (it is "initial" before the first run and "running" / "rerunRequested" during one; there
+    is no data-teststate attribute, so waiting on that returned before the page had drawn) and
+    the app's status widget is gone."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.teststate !== 'running'"
-        " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState"
+        " === 'notRunning' && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=60_000,
     )
 
