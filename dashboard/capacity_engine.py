@@ -152,9 +152,15 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             if p.max_mamba_cache_size is not None:
                 st.caption(
                     f"The KV cache per GPU holds {p.max_mamba_cache_size:,} mamba states (the "
-                    "linear-attention layers' conv and SSM state, one per running request, so "
-                    "at most that many requests run) beside the full-attention layers' token "
-                    "pool; SGLang's lines below give each part."
+                    "linear-attention layers' conv and SSM state; a running request may hold "
+                    "several, with the radix cache's extra buffer) beside the full-attention "
+                    "layers' token pool; SGLang's lines below give each part."
+                )
+            if p.max_running_requests is not None:
+                st.caption(
+                    f"SGLang's scheduler runs at most {p.max_running_requests:,} requests at "
+                    "once (max_running_requests, per DP worker): the concurrency is the lesser "
+                    "of that and the requests of max_model_len the pool holds."
                 )
             stack = ed.engine_stack_frame(p)
             ui.show_chart(

@@ -8,6 +8,7 @@ import argparse
 from calc.cli.args import int_at_least
 
 SGLANG_ALTERNATIVE = {
+    "--max-num-seqs": "--max-running-requests",
     "--mamba-cache-dtype": "--mamba-ssm-dtype",
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
@@ -50,6 +51,13 @@ def add_engine_args(p) -> None:
     )
     g.add_argument("--max-num-batched-tokens", type=int_at_least(1), default=None, metavar="N")
     g.add_argument("--max-num-seqs", type=int_at_least(1), default=None, metavar="N")
+    g.add_argument(
+        "--max-running-requests",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="SGLang: the scheduler's cap on running requests (default: the release's rule)",
+    )
     g.add_argument(
         "--dp",
         type=int_at_least(1),
@@ -170,6 +178,7 @@ def engine_settings(args, spec) -> dict:
         for flag, val, default in (
             ("--mem-fraction-static", args.mem_fraction_static, None),
             ("--page-size", args.page_size, None),
+            ("--max-running-requests", args.max_running_requests, None),
             ("--enable-dp-attention", args.enable_dp_attention, False),
             ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
             ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
@@ -181,6 +190,7 @@ def engine_settings(args, spec) -> dict:
         ):
             if val != default:
                 tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
+                tail = ": vLLM takes --max-num-seqs" if "running" in flag else tail
                 raise ValueError(f"'{flag}' is an SGLang setting{tail}")
         s.update(
             gpu_memory_utilization=args.util,
@@ -212,6 +222,7 @@ def engine_settings(args, spec) -> dict:
         s.update(
             mem_fraction_static=args.mem_fraction_static,
             page_size=args.page_size,
+            max_running_requests=args.max_running_requests,
             enable_dp_attention=args.enable_dp_attention or None,
             enable_dp_lm_head=args.enable_dp_lm_head or None,
             moe_dense_tp_size=args.moe_dense_tp_size,

@@ -6,10 +6,12 @@ against the one server_args printed."""
 
 from __future__ import annotations
 
+from calc.serving.defaults_sglang import sglang_version
 from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _pct
 from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
+from calc.serving.sglang_requests import RESOLVE_FROM, mamba_ratio, max_running_requests
 from calc.spec import ModelSpec
 
 
@@ -19,8 +21,11 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     if "max_total_num_tokens" not in log:  # no KV line: the weights and the default fraction
         return _sglang_weights(case, spec, hw, s) + _sglang_default_fraction(case, s, cfg)
     t = log["max_total_num_tokens"]
-    out = _sglang_from_avail(case, cfg, lay) + _sglang_weights(case, spec, hw, s)
+    out = _sglang_from_avail(case, cfg, lay) + _sglang_requests(case, cfg, lay)
+    out += _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
+    if lay.mla and "kv_size_gib" not in log:  # a log quoting no pool line
+        return out
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
         kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
         want = f"{log['kv_size_gib']:.2f}"
@@ -68,6 +73,36 @@ def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
     note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"
     return [
         Check(case["id"], "#tokens (from the logged avail mem)", t, (t_lo, t_hi), verdict, note)
+    ]
+
+
+def _sglang_requests(case: dict, cfg, lay) -> list[Check]:
+    """The scheduler line's max_running_requests from its own max_total_num_tokens and
+    context_len (and the logged max_mamba_cache_size for linear layers): exact, by the release's
+    rule (calc.serving.sglang_requests). Skipped where the rule reads a count the log does not
+    print: the sliding-window split's input before 0.5.10."""
+    log, v = case["logged"], sglang_version(cfg.version)
+    if "max_running_requests" not in log or (lay.sglang_swa and v < RESOLVE_FROM):
+        return []
+    cap = None
+    if lay.sglang_mamba:
+        if "max_mamba_cache_size" not in log:
+            return []
+        size = log["max_mamba_cache_size"]
+        cap = (size, mamba_ratio(lay.sglang_mamba.text_qwen35, v, cfg.disable_radix_cache))
+    t, L = log["max_total_num_tokens"], log["context_len"]
+    n = max_running_requests(v, t, L, cfg, cap)
+    note = f"from max_total_num_tokens={t:,}, context_len={L:,}"
+    if cap is not None:
+        note += f", max_mamba_cache_size={cap[0]} // {cap[1]} states a request"
+    return [
+        _eq(
+            case["id"],
+            "max_running_requests (from the logged #tokens)",
+            log["max_running_requests"],
+            n,
+            note,
+        )
     ]
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from calc.plan_core import minimum
 from calc.serving import memory as m
+from calc.serving.defaults_sglang import sglang_version
 from calc.serving.sglang_hybrid import check_swa_args, sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
+from calc.serving.sglang_requests import mamba_ratio, max_running_requests, requests_refusal
 from calc.serving.vllm_mamba import check_align_block
 
 GIB = 2**30
@@ -127,13 +129,15 @@ def sglang_rest(weights, total, init_used, mem_fraction_static):
 def sglang_figures(lay, config, rest, max_model_len) -> dict:
     """SGLang's figures from the KV budget: max_total_num_tokens (the full layers' pool with
     sliding-window pools; after the mamba state pool for linear layers), the K buffer size,
-    pages and concurrency."""
+    pages, max_running_requests (calc.serving.sglang_requests) and the concurrency: requests of
+    max_model_len the pool holds, at most max_running_requests."""
     cell, P = lay.cell_bytes(), config.page_size
     lay.check_page(P)
     mamba = None
     if lay.sglang_mamba:  # the mamba state pool leaves the budget first (sglang_hybrid)
         mamba = sglang_mamba_pool(lay.sglang_mamba, config, rest)
         rest = mamba["rest"]
+    profiled = rest // cell  # profile_max_num_token's count, before the page rounding
     tokens = m.sglang_max_total_tokens(rest, cell, P)
     k_size = swa = None
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
@@ -144,17 +148,20 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     else:
         layers = max(lay.rank_layers)
         k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
-    conc = tokens / max_model_len
-    if config.max_running_requests:
-        conc = minimum(conc, config.max_running_requests)
-    if mamba is not None:  # a running request holds one mamba state
-        conc = minimum(conc, mamba["slots"])
+    v = sglang_version(config.version)
+    cap = None  # a running request holds `ratio` mamba states (sglang_requests)
+    if mamba is not None:
+        radix_off = config.disable_radix_cache
+        cap = (mamba["slots"], mamba_ratio(lay.sglang_mamba.text_qwen35, v, radix_off))
+    n = max_running_requests(v, tokens, max_model_len, config, cap, profiled)
     return {
         "mamba": mamba,
+        "max_running_requests": n,
+        "requests_refusal": requests_refusal(v, n, cap),
         "cell_bytes": cell,
         "tokens": tokens,
         "swa_tokens": swa,
         "k_size_bytes": k_size,
         "num_gpu_blocks": tokens // P,
-        "max_concurrency": conc,
+        "max_concurrency": minimum(tokens / max_model_len, n),
     }

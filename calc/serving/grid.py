@@ -74,13 +74,14 @@ def engine_plan_grid(
             per_rank = f.vllm_available(cfg, weights, total, act, nt, cg, u)
         r = f.vllm_figures(lay, cfg, per_rank, L)
         avail = r["available_bytes"]
-    return pd.DataFrame(
-        {
-            **cols,
-            "weights_gib": np.full(n_rows, w / GIB),
-            "available_kv_cache_gib": avail / GIB,
-            "num_gpu_blocks": r["num_gpu_blocks"],
-            "gpu_kv_cache_tokens": r["tokens"],
-            "max_concurrency": r["max_concurrency"],
-        }
-    )
+    out = {
+        **cols,
+        "weights_gib": np.full(n_rows, w / GIB),
+        "available_kv_cache_gib": avail / GIB,
+        "num_gpu_blocks": r["num_gpu_blocks"],
+        "gpu_kv_cache_tokens": r["tokens"],
+        "max_concurrency": r["max_concurrency"],
+    }
+    if engine == "sglang":  # the scheduler's cap (calc.serving.sglang_requests)
+        out["max_running_requests"] = np.broadcast_to(r["max_running_requests"], n_rows)
+    return pd.DataFrame(out)

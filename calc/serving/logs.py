@@ -3,7 +3,9 @@
 `parse_log(text)` returns a dict with the keys of a benchmarks/engine_logs case's [logged]
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
-max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib, kv_size_gib, sglang_avail_after_weights_gib,
+max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
+kv_size_gib, sglang_avail_after_weights_gib, max_running_requests, context_len,
+max_mamba_cache_size,
 sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib,
 engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
@@ -62,6 +64,13 @@ PATTERNS: dict[str, re.Pattern] = {
     # SGLang 0.4.1: "KV Cache is allocated. K size: ..." has no #tokens, "Load weight end" no
     # mem usage; the count is the max_total_num_tokens= line's
     "sglang_max_total_line": re.compile(rf"max_total_num_tokens={_NUM}"),
+    # SGLang's MambaPool (0.5.3.post2 on; calc.serving.sglang_hybrid)
+    "max_mamba_cache_size": re.compile(rf"Mamba Cache is allocated\. max_mamba_cache_size: {_NUM}"),
+    # the scheduler's line (server_args' "max_running_requests=None, max_queued_requests" is
+    # not: the scheduler's follows max_prefill_tokens) and its context_len
+    "max_running_requests": re.compile(
+        rf"max_prefill_tokens=[0-9]+, max_running_requests={_NUM}, context_len={_NUM}"
+    ),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
 # llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
@@ -83,6 +92,8 @@ _INT_KEYS = {
     "estimated_max_model_len",
     "max_total_num_tokens",
     "sglang_max_total_line",
+    "max_running_requests",
+    "max_mamba_cache_size",
 }
 
 
@@ -117,6 +128,9 @@ def parse_log(text: str) -> dict:
         elif key == "max_concurrency":
             out["max_model_len"] = _num(match.group(1), "estimated_max_model_len")
             out[key] = _num(match.group(2), key)
+        elif key == "max_running_requests":
+            out[key] = _num(match.group(1), key)
+            out["context_len"] = _num(match.group(2), key)
         elif key == "sglang_avail_after_weights_gib":
             out[key] = _num(match.group(1), key)
             out["weights_gib"] = _num(match.group(2), key)

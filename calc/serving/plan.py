@@ -20,6 +20,7 @@ from calc.presets import resolve_model
 from calc.results import Result
 from calc.serving import figures as f
 from calc.serving import memory as m
+from calc.serving.defaults_sglang import sglang_version
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
@@ -32,6 +33,7 @@ from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
+from calc.serving.sglang_requests import scheduler_line
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.spec import ModelSpec
@@ -66,6 +68,7 @@ class EnginePlan(Result):
     refusal: str | None
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
+    max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)
     log_lines: list[str]
 
     @property
@@ -270,10 +273,9 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
     lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
     lines += sglang_pool_lines(lay, config, r)
     refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
-    lines.append(
-        f"max_total_num_tokens={tokens}, chunked_prefill_size={config.chunked_prefill_size}, "
-        f"context_len={L}"
-    )
+    refusal = refusal or r["requests_refusal"]
+    n = r["max_running_requests"]
+    lines.append(scheduler_line(sglang_version(config.version), tokens, config, n, L))
     if refusal:
         lines.append(f"RuntimeError: {refusal}")
     return EnginePlan(
@@ -294,5 +296,6 @@ def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -
         refusal=refusal,
         k_size_gib=None if k_size is None else round(k_size / GIB, 2),
         max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
+        max_running_requests=n,
         log_lines=lines,
     )

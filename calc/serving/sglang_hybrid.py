@@ -30,10 +30,10 @@ the budget (handle_max_mamba_cache; from 0.5.16 KVCacheConfigurator._handle_max_
   0.5.3.post2)] conv_state size: X GB, ssm_state size: Y GB " (GiB, two decimals);
   HybridLinearKVPool's full-attention MHATokenToKVPool then logs "KV Cache is allocated" over
   the full layers only.
+The cap the pool puts on max_running_requests (max_mamba_cache_size // the states a running
+request may hold, by release and mamba scheduler strategy): calc/serving/sglang_requests.py.
 Not modelled, refused: pipeline parallelism, DP attention, speculative decoding, a TP size that
-does not divide the key heads (SGLang widens the shards), the request cap the mamba pool puts on
-max_running_requests (its ratio changed with the mamba scheduler strategies; only the hard bound,
-one state per running request, is applied to the concurrency).
+does not divide the key heads (SGLang widens the shards).
 
 Mamba-2 layers (NemotronHForCausalLM in every wheel read, 0.5.7 on; GraniteMoeHybridForCausalLM
 from 0.5.9): the same pool and rules, the state from NemotronHConfig / GraniteMoeHybridConfig
@@ -99,6 +99,7 @@ class MambaState:
     conv_bytes: int  # a layer's conv state (bf16)
     ssm_elems: int  # a layer's temporal state, in elements (its dtype is a server argument)
     config_dtype: str | None = None  # config.json mamba_ssm_dtype, as SGLang reads it (docstring)
+    text_qwen35: bool = False  # Qwen3_5(Moe)ForCausalLM: sglang_requests.mamba_ratio
 
     def per_req(self, ssm_dtype: str) -> int:
         return (self.conv_bytes + self.ssm_elems * SSM_BYTES[ssm_dtype]) * self.layers
@@ -123,7 +124,8 @@ def mamba_state(spec, attn_tp: int) -> MambaState:
     ssm *= spec.linear_value_head_dim
     layers = spec.attention_counts["linear_attention"]
     config_dtype = SSM_NAMES.get(spec.mamba_ssm_cache_dtype) if spec.mamba_ssm_cache_dtype else None
-    return MambaState(layers, conv * CONV_BYTES, ssm, config_dtype)
+    text_qwen35 = is_qwen35(spec) and spec.vision is None
+    return MambaState(layers, conv * CONV_BYTES, ssm, config_dtype, text_qwen35)
 
 
 def check_mamba2_version(spec, v: tuple[int, ...]) -> None:
