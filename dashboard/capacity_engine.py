@@ -94,7 +94,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 1,
                 size_limit("batch"),
                 whole=True,
-                blank="no cap",
+                blank="the release's rule",
                 field="max_running_requests",
             )
         with c[3]:
