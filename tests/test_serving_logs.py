@@ -104,6 +104,11 @@ def test_the_excerpt_parses_to_the_logged_figures(case):
         "kv_cache_capacity_tokens",
         "needed_kv_cache_gib",
         "kv_size_gib",
+        "max_running_requests",
+        "context_len",
+        "max_mamba_cache_size",
+        "attention_block_size",
+        "mamba_page_padding_pct",
     )
     prose = case.get("prose_figures", [])  # a report's own words, quoted in the excerpt
     for key in keys:

@@ -79,7 +79,16 @@ def test_vllm_nemotron_nano_tp1():
     # the token line from 0.21.0: int(concurrency x max_model_len) (_report_kv_cache_config)
     tokens = int(blocks / (4 * 3 + cdiv(L, block)) * L)
     assert p.gpu_kv_cache_tokens == tokens
-    assert p.log_lines[2] == f"GPU KV cache size: {tokens:,} tokens"
+    # after the hybrid config lines (vllm_mamba.page_lines): the block raised to 2,096 tokens,
+    # the state padded to its page
+    pad = 100 * (page - state) / state
+    assert p.log_lines[:2] == [
+        "Setting attention block size to 2096 tokens to ensure that attention page size is >= "
+        "mamba page size.",
+        f"Padding mamba page size by {pad:.2f}% to ensure that mamba page size and attention "
+        "page size are exactly equal.",
+    ]
+    assert p.log_lines[4] == f"GPU KV cache size: {tokens:,} tokens"
 
 
 def test_vllm_granite_h_small_tp1_and_tp2():

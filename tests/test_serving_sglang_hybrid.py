@@ -23,25 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gdn_small import SMALL
 
-from calc.presets import load_preset
 from calc.serving.grid import engine_plan_grid
 from calc.serving.plan import engine_plan
 
 GIB = 2**30
-# a small Gated DeltaNet model: 3 linear + 1 full layer; 4 key heads, 8 value heads, dk 64,
+# SMALL (tests/gdn_small.py): 3 linear + 1 full layer; 4 key heads, 8 value heads, dk 64,
 # dv 32, kernel 4; 2 KV heads of 64
-SMALL = load_preset("qwen3-next-80b-a3b").replace(
-    num_hidden_layers=4,
-    linear_num_key_heads=4,
-    linear_num_value_heads=8,
-    linear_key_head_dim=64,
-    linear_value_head_dim=32,
-    num_key_value_heads=2,
-    head_dim=64,
-    hidden_size=256,
-    num_attention_heads=4,
-)
 SMALL_CONV = (2 * 4 * 64 + 8 * 32) * (4 - 1) * 2  # 4608 B a layer
 SMALL_SSM = 8 * 64 * 32 * 4  # 65536 B a layer
 SMALL_PER_REQ = (SMALL_CONV + SMALL_SSM) * 3  # 210432

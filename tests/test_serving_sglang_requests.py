@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from gdn_small import SMALL
 
 from calc.presets import load_preset
 from calc.serving.evidence import evaluate, load_cases
@@ -177,18 +178,7 @@ def test_zero_requests_refused_as_the_release_does():
 
 # --- linear-attention models: the mamba pool's cap ------------------------------------------
 
-# the small Gated DeltaNet model of tests/test_serving_sglang_hybrid.py
-SMALL = load_preset("qwen3-next-80b-a3b").replace(
-    num_hidden_layers=4,
-    linear_num_key_heads=4,
-    linear_num_value_heads=8,
-    linear_key_head_dim=64,
-    linear_value_head_dim=32,
-    num_key_value_heads=2,
-    head_dim=64,
-    hidden_size=256,
-    num_attention_heads=4,
-)
+# SMALL: the small Gated DeltaNet model of tests/gdn_small.py
 
 
 @pytest.mark.parametrize(

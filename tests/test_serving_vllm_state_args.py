@@ -310,3 +310,24 @@ def test_cli_mamba_cache_mode():
     run = kvcalc("nemotron-3-nano-30b-a3b", "--gpu", "h100-sxm", "--engine", "sglang",
                  "--mamba-cache-mode", "align")  # fmt: skip
     assert run.returncode == 2 and "SGLang takes --disable-radix-cache" in run.stderr
+
+
+def test_hybrid_config_lines_of_a_published_log():
+    # guardkit/guardkit docs/reviews/agentic-factory/qwen-run-2.md (vLLM 0.18.1rc1, GB10):
+    # "Setting attention block size to 1056 tokens ..." and "Padding mamba page size by 0.76%
+    # ..."; the state 49,152 + 2,097,152 B, a bf16 attention token 2 x 256 x 2 x 2 B
+    state, token = 2 * 16 * 128 * 3 * 2 + 32 * 128 * 3 * 2 + 32 * 128 * 128 * 4, 2 * 256 * 2 * 2
+    block = 16 * -(-state // (16 * token))
+    assert (state, block) == (2146304, 1056)
+    p = engine_plan("qwen3.5-35b-a3b", "h100-sxm", "vllm", version="0.18.0",
+                    available_kv_gib=55.72, max_model_len=262144, enable_prefix_caching=True)  # fmt: skip
+    assert p.log_lines[:2] == [
+        "Setting attention block size to 1056 tokens to ensure that attention page size is >= "
+        "mamba page size.",
+        f"Padding mamba page size by {100 * (block * token - state) / state:.2f}% to ensure "
+        "that mamba page size and attention page size are exactly equal.",
+    ]
+    assert "0.76%" in p.log_lines[1]
+    # no linear layer, no such line
+    p = engine_plan("qwen3-8b", "h100-sxm", "vllm", version="0.18.0", available_kv_gib=10)
+    assert p.log_lines[0].startswith("Model loading took")

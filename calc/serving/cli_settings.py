@@ -8,6 +8,7 @@ import argparse
 from calc.cli.args import int_at_least
 
 SGLANG_ALTERNATIVE = {
+    "--decode-context-parallel-size": "no flag of that kind that kvcalc models",
     "--max-num-seqs": "--max-running-requests",
     "--mamba-cache-dtype": "--mamba-ssm-dtype",
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
@@ -66,6 +67,14 @@ def add_engine_args(p) -> None:
         help="data-parallel size (vLLM: expert parallel spans tp x dp; SGLang: tp_size)",
     )
     g.add_argument("--enable-expert-parallel", action="store_true")
+    g.add_argument(
+        "--decode-context-parallel-size",
+        "-dcp",
+        type=int_at_least(1),
+        default=1,
+        metavar="N",
+        help="vLLM: a request's tokens split over N of the tp GPUs (MLA; GQA from 0.12)",
+    )
     g.add_argument(
         "--enable-dp-attention",
         action="store_true",
@@ -193,6 +202,7 @@ def engine_settings(args, spec) -> dict:
                 tail = ": vLLM takes --max-num-seqs" if "running" in flag else tail
                 raise ValueError(f"'{flag}' is an SGLang setting{tail}")
         s.update(
+            decode_context_parallel_size=args.decode_context_parallel_size,
             gpu_memory_utilization=args.util,
             block_size=args.block_size,
             max_num_batched_tokens=args.max_num_batched_tokens,
@@ -210,6 +220,7 @@ def engine_settings(args, spec) -> dict:
             ("--block-size", args.block_size, None),
             ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
             ("--max-num-seqs", args.max_num_seqs, None),
+            ("--decode-context-parallel-size", args.decode_context_parallel_size, 1),
             ("--quantization", args.quantization, None),
             ("--mamba-cache-dtype", args.mamba_cache_dtype, "auto"),
             ("--mamba-ssm-cache-dtype", args.mamba_ssm_cache_dtype, "auto"),

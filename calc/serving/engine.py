@@ -119,6 +119,9 @@ class VllmConfig(EngineConfig):
     enable_prefix_caching: bool | None = None
     # --mamba-cache-mode (0.16.0 - 0.32.x; no effect from 0.33.0); None: not given
     mamba_cache_mode: str | None = None
+    # --decode-context-parallel-size: a request's tokens split over dcp of the TP ranks
+    # (calc.serving.vllm_dcp; its checks need the model, so they run in plan.prepare)
+    decode_context_parallel_size: int = Field(default=1, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:

@@ -118,6 +118,20 @@ def _report_only(case: dict) -> list[Check]:
     return out
 
 
+def _page_checks(case: dict, cfg, lay) -> list[Check]:
+    """vLLM's hybrid config lines (the attention block raised for a linear layer's state, the
+    state page's padding): from the model's shapes alone (calc.serving.vllm_mamba.page_lines)."""
+    log, out = case["logged"], []
+    B = lay.block_size(cfg.block_size)
+    if "attention_block_size" in log:
+        out.append(_eq(case["id"], "attention block size", log["attention_block_size"], B))
+    if "mamba_page_padding_pct" in log:
+        pct = 100 * (lay.page_bytes(B) - lay.state_bytes) / lay.state_bytes
+        want = f"{log['mamba_page_padding_pct']:.2f}"
+        out.append(_eq(case["id"], "mamba page padding, %", want, f"{pct:.2f}"))
+    return out
+
+
 def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     cid, log, s = case["id"], case["logged"], _settings(case)
     no_weights = [WEIGHTS_NOT_MODELLED[c] for c in case.get("categories", [])
@@ -130,7 +144,7 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     B, L, groups = cfg.block_size, cfg.max_model_len, len(lay.groups)
     out: list[Check] = []
     x = log.get("available_kv_cache_gib")
-    out += given_memory_checks(case, spec, hw, wd, s, cfg, lay)
+    out += given_memory_checks(case, spec, hw, wd, s, cfg, lay) + _page_checks(case, cfg, lay)
     if "max_concurrency" in log:
         out.append(concurrency_check(cid, log, cfg, lay, B, L))
     if log.get("refusal"):
@@ -161,7 +175,10 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
     elif "weights_gib" in log:
         p = engine_plan(spec, hw, available_kv_gib=1.0, weight_dtype=wd, **s)
         out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
-    if _gpu(case) is not None and x is not None:
+    if "derived_not_checked" in case:  # the case's reason (e.g. a release not printed)
+        why = case["derived_not_checked"]
+        out.append(Check(cid, "available_kv_cache_gib", "-", "-", "not modelled", why))
+    elif _gpu(case) is not None and x is not None:
         p = engine_plan(spec, hw, weight_dtype=wd, **s)
         if "peak_torch_gib" in log and "weights_gib" in log:  # V0: the profile run's peak
             act = log["peak_torch_gib"] - log["weights_gib"]

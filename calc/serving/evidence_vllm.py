@@ -164,7 +164,8 @@ def concurrency_check(cid, log, cfg, lay, B, L) -> Check:
                       if figures.vllm_concurrency(lay, cfg, n, L)[0] == log["gpu_kv_cache_tokens"]]  # fmt: skip
     else:
         groups = len(lay.groups)
-        k = log["gpu_kv_cache_tokens"] // lay.report_block(lay.block_size(B), L)
+        dcp = cfg.decode_context_parallel_size  # the token line's factor before 0.21
+        k = log["gpu_kv_cache_tokens"] // dcp // lay.report_block(lay.block_size(B), L)
         candidates = [k * groups + i for i in range(groups)]
     if not candidates:
         return Check(cid, "maximum concurrency", want, None, "miss", "no block count prints the "

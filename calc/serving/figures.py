@@ -80,9 +80,10 @@ def vllm_figures(lay, config, available, max_model_len) -> dict:
     pp_all = PP_CHECK_ALL_LAYERS_FROM <= config.version_tuple < PP_CHECK_PER_RANK_FROM
     if config.pipeline_parallel_size > 1 and pp_all:
         layers = sum(lay.rank_layers) if groups == 1 else layers
+    dcp = config.decode_context_parallel_size  # a block holds dcp x its tokens (vllm_dcp)
     return out | {
         "needed_bytes": per_req * page * layers,
-        "longest_len": m.vllm_longest_fitting_len(a, page, layers * groups, B),
+        "longest_len": m.vllm_longest_fitting_len(a, page, layers * groups, B) * dcp,
     }
 
 
@@ -94,12 +95,13 @@ def vllm_concurrency(lay, config, num_blocks, max_model_len):
     if not config.is_v1:
         tokens = num_blocks * B
         return tokens, tokens / L, None
-    per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens)
+    dcp = config.decode_context_parallel_size
+    per_req = lay.blocks_per_request(L, B, config.max_num_batched_tokens, dcp)
     conc = m.vllm_max_concurrency(num_blocks, per_req, None, L)
     if config.version_tuple >= m.TOKENS_FROM_CONCURRENCY:
         return m.vllm_tokens_from_concurrency(conc, L), conc, per_req
     tokens = m.vllm_gpu_kv_cache_tokens(num_blocks, lay.report_block(B, L), len(lay.groups))
-    return tokens, conc, per_req
+    return tokens * dcp, conc, per_req  # "Multiplying the GPU KV cache size by ..." (vllm_dcp)
 
 
 def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:

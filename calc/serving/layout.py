@@ -57,6 +57,7 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
+from calc.serving.vllm_dcp import local_len
 from calc.serving.vllm_mamba import StateArgs, StatePages, vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
@@ -135,7 +136,9 @@ class KVLayout:
             return self.rank_layers[rank]
         return self.group_size
 
-    def blocks_per_request(self, max_model_len, block_size, max_num_batched_tokens):
+    def blocks_per_request(self, max_model_len, block_size, max_num_batched_tokens, dcp=1):
+        """Blocks one request of max_model_len takes, over the groups; `dcp`: vLLM's decode
+        context parallel size (a full-attention rank holds cdiv(L, dcp) tokens: vllm_dcp)."""
         total = 0
         for g in self.groups:
             if g.kind == "sliding_attention":
@@ -148,7 +151,7 @@ class KVLayout:
                 mamba = self.mamba_block(block_size, max_model_len)
                 total = total + self.state_pages.per_request(max_model_len, mamba)
             else:
-                total = total + cdiv(max_model_len, block_size)
+                total = total + cdiv(local_len(max_model_len, dcp), block_size)
         return total
 
     def cell_bytes(self) -> int:

@@ -4,10 +4,10 @@
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
 max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
-kv_size_gib, sglang_avail_after_weights_gib, max_running_requests, context_len,
-max_mamba_cache_size,
-sglang_avail_before_weights_gib, needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib,
-engine.
+kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
+needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
+mamba_page_padding_pct (vLLM's hybrid config lines), max_running_requests and context_len
+(SGLang's scheduler line), max_mamba_cache_size, engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
 "Worker_TP0", "Worker_PP0", "TP0 ") wins, else the first occurrence.
 vLLM V1 from 0.9.2 (DEBUG, gpu_worker.py): "Memory profiling takes X seconds. Total non KV cache
@@ -64,6 +64,9 @@ PATTERNS: dict[str, re.Pattern] = {
     # SGLang 0.4.1: "KV Cache is allocated. K size: ..." has no #tokens, "Load weight end" no
     # mem usage; the count is the max_total_num_tokens= line's
     "sglang_max_total_line": re.compile(rf"max_total_num_tokens={_NUM}"),
+    # vLLM's hybrid config check (calc.serving.vllm_mamba.page_lines)
+    "attention_block_size": re.compile(rf"Setting attention block size to {_NUM} tokens to ensure"),
+    "mamba_page_padding_pct": re.compile(rf"Padding mamba page size by {_NUM}%"),
     # SGLang's MambaPool (0.5.3.post2 on; calc.serving.sglang_hybrid)
     "max_mamba_cache_size": re.compile(rf"Mamba Cache is allocated\. max_mamba_cache_size: {_NUM}"),
     # the scheduler's line (server_args' "max_running_requests=None, max_queued_requests" is
@@ -94,6 +97,7 @@ _INT_KEYS = {
     "sglang_max_total_line",
     "max_running_requests",
     "max_mamba_cache_size",
+    "attention_block_size",
 }
 
 

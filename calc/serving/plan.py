@@ -17,63 +17,24 @@ from __future__ import annotations
 
 from calc.activation import activation_dtype
 from calc.presets import resolve_model
-from calc.results import Result
 from calc.serving import figures as f
 from calc.serving import memory as m
-from calc.serving.defaults_sglang import sglang_version
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
 from calc.serving.hardware import HardwareSpec, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
-from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
+from calc.serving.plan_result import EnginePlan, identity
+from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
-from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_parallel import sglang_parallel
-from calc.serving.sglang_requests import scheduler_line
 from calc.serving.shard_layers import attention_tp
-from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
+from calc.serving.vllm_dcp import check_dcp, dcp_line
+from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.spec import ModelSpec
-
-
-class EnginePlan(Result):
-    """The engine's start-up figures for one deployment; sizes per GPU (the limiting rank)."""
-
-    engine: str
-    version: str
-    model: str
-    gpu: str
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    max_model_len: int
-    max_num_batched_tokens: int | None  # vLLM: the profile run's batch
-    kv_cache_dtype: str
-    source: str  # "derived", "given" (available_kv_gib) or "calibrated"
-    total_memory_bytes: int
-    weights_bytes: int | None  # None: not modelled (DeepSeek-V4, planned from a given memory)
-    weights_gib: float | None
-    activation_bytes: int | None
-    non_torch_bytes: int | None
-    cudagraph_bytes: int | None
-    available_kv_cache_bytes: int
-    available_kv_cache_gib: float
-    kv_groups: int
-    page_bytes: int  # vLLM: one block of one layer; SGLang: one token of every layer (cell)
-    num_gpu_blocks: int  # SGLang: max_total_num_tokens / page_size
-    gpu_kv_cache_tokens: int  # SGLang: max_total_num_tokens
-    max_concurrency: float
-    refusal: str | None
-    k_size_gib: float | None = None  # SGLang
-    max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
-    max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)
-    log_lines: list[str]
-
-    @property
-    def fits(self) -> bool:
-        return self.refusal is None
 
 
 def prepare(
@@ -138,6 +99,8 @@ def prepare(
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
     lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags)
+    if config.engine == "vllm":
+        check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])
@@ -165,7 +128,7 @@ def engine_plan(
         unset = dict(config=config, calibration=calibration, weight_dtype=weight_dtype)
         hw = resolve_hardware(gpu)
         config, fields = v4_engine_plan(spec, hw, engine, available_kv_gib, settings, unset)
-        ids = _identity(spec, hw, config, "fp8_ds_mla", "given", hw.total_memory_bytes)
+        ids = identity(spec, hw, config, "fp8_ds_mla", "given", hw.total_memory_bytes)
         return EnginePlan(**ids, **fields)
     spec, hw, config, lay, weights, kd, wd, total = prepare(
         model,
@@ -177,7 +140,7 @@ def engine_plan(
         **settings,
     )
     if config.engine == "sglang":
-        return _sglang(spec, hw, config, lay, weights, kd, total, available_kv_gib, calibration)
+        return sglang_plan(spec, hw, config, lay, weights, kd, total, available_kv_gib, calibration)
     return _vllm(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)
 
 
@@ -198,13 +161,17 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     )
     tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
-    lines = [f"Model loading took {weights[rank] / GIB:.4f} GiB"]
+    lines = [
+        *page_lines(lay, config.block_size),
+        f"Model loading took {weights[rank] / GIB:.4f} GiB",
+    ]
     if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
         lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
     if config.is_v1:
         refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
+        cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
+        lines += [f"Available KV cache memory: {a / GIB:.2f} GiB", *([cp] if cp else [])]
         lines += [
-            f"Available KV cache memory: {a / GIB:.2f} GiB",
             f"GPU KV cache size: {tokens:,} tokens",
             f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
         ]
@@ -218,7 +185,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     if refusal:
         lines.append(f"ValueError: {refusal}")
     return EnginePlan(
-        **_identity(spec, hw, config, kd, source, total),
+        **identity(spec, hw, config, kd, source, total),
         max_num_batched_tokens=config.max_num_batched_tokens,
         weights_bytes=max(weights),
         weights_gib=round(max(weights) / GIB, 4),
@@ -233,69 +200,5 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,
-        log_lines=lines,
-    )
-
-
-def _identity(spec, hw, config, kd, source, total) -> dict:
-    """The fields of an EnginePlan that say what was planned, alike for both engines."""
-    return dict(
-        engine=config.engine,
-        version=config.version,
-        model=spec.name,
-        gpu=hw.name,
-        tensor_parallel_size=config.tensor_parallel_size,
-        pipeline_parallel_size=config.pipeline_parallel_size,
-        max_model_len=config.max_model_len,
-        kv_cache_dtype=kd,
-        source=source,
-        total_memory_bytes=total,
-    )
-
-
-def _sglang(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
-    L = config.max_model_len
-    w = max(weights)
-    if given_gib is not None:
-        rest, source = f.given_bytes(given_gib), "given"
-        init_used = None
-    else:
-        init_used = f.sglang_init_used(config, calibration, hw)
-        rest = f.sglang_rest(weights, total, init_used, config.mem_fraction_static)
-        source = "calibrated" if calibration else "derived"
-    r = f.sglang_figures(lay, config, rest, L)
-    tokens, k_size, cell, conc = (
-        r["tokens"],
-        r["k_size_bytes"],
-        r["cell_bytes"],
-        r["max_concurrency"],
-    )
-    lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
-    lines += sglang_pool_lines(lay, config, r)
-    refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
-    refusal = refusal or r["requests_refusal"]
-    n = r["max_running_requests"]
-    lines.append(scheduler_line(sglang_version(config.version), tokens, config, n, L))
-    if refusal:
-        lines.append(f"RuntimeError: {refusal}")
-    return EnginePlan(
-        **_identity(spec, hw, config, kd, source, total),
-        max_num_batched_tokens=None,
-        weights_bytes=w,
-        weights_gib=round(w / GIB, 2),
-        activation_bytes=None,
-        non_torch_bytes=init_used,
-        cudagraph_bytes=None,
-        available_kv_cache_bytes=rest,
-        available_kv_cache_gib=round(rest / GIB, 2),
-        kv_groups=1,
-        page_bytes=cell,
-        num_gpu_blocks=r["num_gpu_blocks"],
-        gpu_kv_cache_tokens=tokens,
-        max_concurrency=conc,
-        refusal=refusal,
-        k_size_gib=None if k_size is None else round(k_size / GIB, 2),
-        max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
-        max_running_requests=n,
         log_lines=lines,
     )

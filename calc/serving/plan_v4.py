@@ -62,6 +62,11 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         model_name=spec.name,
         **settings,
     )
+    if config.decode_context_parallel_size > 1:  # vllm_dcp: V4's groups are not modelled with it
+        raise ValueError(
+            "'decode_context_parallel_size' > 1 is not modelled for DeepSeek-V4's cache groups: "
+            f"got {config.decode_context_parallel_size}"
+        )
     weights, note = _weights(spec, config, hw.name)
     if given_gib is None:
         w = f"{weights / GIB:.2f} GiB a GPU" if weights is not None else note

@@ -225,3 +225,27 @@ def check_align_block(lay, block_size: int, max_num_batched_tokens: int, version
             f"in vLLM {release(version)}'s mamba cache align mode (prefix caching with linear "
             f"layers): got {max_num_batched_tokens}"
         )
+
+
+def page_lines(lay, configured_block: int) -> list[str]:
+    """What vLLM's hybrid config check prints for a linear layer's state (HybridAttentionMamba
+    ModelConfig.verify_and_update_config in model_executor/models/config.py, 0.10.2 - 0.25;
+    Platform.update_block_size_for_backend in platforms/interface.py, 0.26 - 0.33; the same two
+    messages): the attention block when it raises the configured one, and the state page's
+    padding to the attention page, 100 x (page - state) / state to 2 decimals."""
+    if not lay.state_bytes:
+        return []
+    out, B = [], lay.block_size(configured_block)
+    if B > configured_block:
+        out.append(
+            f"Setting attention block size to {B} tokens to ensure that attention page size "
+            "is >= mamba page size."
+        )
+    page = lay.page_bytes(B)
+    if page != lay.state_bytes:
+        pct = 100 * (page - lay.state_bytes) / lay.state_bytes
+        out.append(
+            f"Padding mamba page size by {pct:.2f}% to ensure that mamba page size and "
+            "attention page size are exactly equal."
+        )
+    return out

@@ -1,0 +1,59 @@
+"""The record engine_plan returns (calc.serving.plan), and the fields that say what was planned,
+shared by the vLLM, SGLang and DeepSeek-V4 paths."""
+
+from __future__ import annotations
+
+from calc.results import Result
+
+
+class EnginePlan(Result):
+    """The engine's start-up figures for one deployment; sizes per GPU (the limiting rank)."""
+
+    engine: str
+    version: str
+    model: str
+    gpu: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    max_model_len: int
+    max_num_batched_tokens: int | None  # vLLM: the profile run's batch
+    kv_cache_dtype: str
+    source: str  # "derived", "given" (available_kv_gib) or "calibrated"
+    total_memory_bytes: int
+    weights_bytes: int | None  # None: not modelled (DeepSeek-V4, planned from a given memory)
+    weights_gib: float | None
+    activation_bytes: int | None
+    non_torch_bytes: int | None
+    cudagraph_bytes: int | None
+    available_kv_cache_bytes: int
+    available_kv_cache_gib: float
+    kv_groups: int
+    page_bytes: int  # vLLM: one block of one layer; SGLang: one token of every layer (cell)
+    num_gpu_blocks: int  # SGLang: max_total_num_tokens / page_size
+    gpu_kv_cache_tokens: int  # SGLang: max_total_num_tokens
+    max_concurrency: float
+    refusal: str | None
+    k_size_gib: float | None = None  # SGLang
+    max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
+    max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)
+    log_lines: list[str]
+
+    @property
+    def fits(self) -> bool:
+        return self.refusal is None
+
+
+def identity(spec, hw, config, kd, source, total) -> dict:
+    """The fields of an EnginePlan that say what was planned, alike for both engines."""
+    return dict(
+        engine=config.engine,
+        version=config.version,
+        model=spec.name,
+        gpu=hw.name,
+        tensor_parallel_size=config.tensor_parallel_size,
+        pipeline_parallel_size=config.pipeline_parallel_size,
+        max_model_len=config.max_model_len,
+        kv_cache_dtype=kd,
+        source=source,
+        total_memory_bytes=total,
+    )

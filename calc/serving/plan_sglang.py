@@ -1,0 +1,62 @@
+"""SGLang's start-up figures for one deployment (calc.serving.plan.engine_plan's SGLang path): the
+KV budget given or derived (calc.serving.figures), the pools, the scheduler's cap and the lines
+SGLang prints."""
+
+from __future__ import annotations
+
+from calc.serving import figures as f
+from calc.serving import memory as m
+from calc.serving.defaults_sglang import sglang_version
+from calc.serving.figures import GIB
+from calc.serving.indexed_sglang import sglang_dsa_lines
+from calc.serving.plan_result import EnginePlan, identity
+from calc.serving.sglang_hybrid import sglang_pool_lines
+from calc.serving.sglang_requests import scheduler_line
+
+
+def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
+    L = config.max_model_len
+    w = max(weights)
+    if given_gib is not None:
+        rest, source = f.given_bytes(given_gib), "given"
+        init_used = None
+    else:
+        init_used = f.sglang_init_used(config, calibration, hw)
+        rest = f.sglang_rest(weights, total, init_used, config.mem_fraction_static)
+        source = "calibrated" if calibration else "derived"
+    r = f.sglang_figures(lay, config, rest, L)
+    tokens, k_size, cell, conc = (
+        r["tokens"],
+        r["k_size_bytes"],
+        r["cell_bytes"],
+        r["max_concurrency"],
+    )
+    lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
+    lines += sglang_pool_lines(lay, config, r)
+    refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
+    refusal = refusal or r["requests_refusal"]
+    n = r["max_running_requests"]
+    lines.append(scheduler_line(sglang_version(config.version), tokens, config, n, L))
+    if refusal:
+        lines.append(f"RuntimeError: {refusal}")
+    return EnginePlan(
+        **identity(spec, hw, config, kd, source, total),
+        max_num_batched_tokens=None,
+        weights_bytes=w,
+        weights_gib=round(w / GIB, 2),
+        activation_bytes=None,
+        non_torch_bytes=init_used,
+        cudagraph_bytes=None,
+        available_kv_cache_bytes=rest,
+        available_kv_cache_gib=round(rest / GIB, 2),
+        kv_groups=1,
+        page_bytes=cell,
+        num_gpu_blocks=r["num_gpu_blocks"],
+        gpu_kv_cache_tokens=tokens,
+        max_concurrency=conc,
+        refusal=refusal,
+        k_size_gib=None if k_size is None else round(k_size / GIB, 2),
+        max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
+        max_running_requests=n,
+        log_lines=lines,
+    )
