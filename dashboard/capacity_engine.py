@@ -197,10 +197,11 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
 
 
 def _parallel_inputs(engine: str, spec, tp: int | None) -> tuple[list[str], dict]:
-    """Expert parallelism (MoE models) and SGLang's DP attention, as each engine's flags name
-    them; returns their URL keys and the settings they set (none when left off)."""
-    moe, sglang = spec.is_moe, engine == "sglang"
-    if not moe and not sglang:
+    """Expert parallelism (MoE models), vLLM's decode context parallelism and SGLang's DP
+    attention, as each engine's flags name them; returns their URL keys and the settings they
+    set (none when left off)."""
+    moe, sglang, multi = spec.is_moe, engine == "sglang", (tp or 1) > 1
+    if not moe and not sglang and not multi:
         return [], {}
     c = st.columns(4)
     keys, out = [], {}
@@ -217,6 +218,20 @@ def _parallel_inputs(engine: str, spec, tp: int | None) -> tuple[list[str], dict
         if ep:
             out["enable_expert_parallel"] = True
     if not sglang:
+        if multi:
+            dcps = [d for d in range(1, tp + 1) if tp % d == 0]
+            state.init("edcp", 1, state.parse_int, choices=dcps)
+            with c[1]:
+                dcp = st.selectbox(
+                    "decode_context_parallel_size",
+                    dcps,
+                    key=state.wkey("edcp"),
+                    help="Each request's tokens split over this many of the tp GPUs (vLLM "
+                    "0.10.2 on; MLA models, GQA from 0.12 when tp exceeds the KV heads).",
+                )
+            keys.append("edcp")
+            if dcp > 1:
+                out["decode_context_parallel_size"] = dcp
         return keys, out
     dps = [d for d in range(2, (tp or 1) + 1) if (tp or 1) % d == 0]
     state.init("edpa", False, state.parse_bool)

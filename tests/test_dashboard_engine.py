@@ -309,3 +309,20 @@ def test_mamba_cache_mode_is_vllms_flag():
     assert _tiles(at)["Max concurrency at 65,536 tokens"] == f"{p.max_concurrency:.2f}x"
     bad = open_page("capacity", **nano, engine="vllm", ever="0.32.0", emode="all")
     assert "'mamba_cache_mode' must be one of align, none in vLLM 0.32.0" in errors(bad)
+
+
+def test_vllm_decode_context_parallel_menu_plans_as_the_engine():
+    """DeepSeek-V3 on 8 x H200, vLLM 0.11.0 with --decode-context-parallel-size 8: the page's
+    lines are calc.serving's (the token line multiplied by 8); the menu offers tp's divisors;
+    a GQA model whose KV heads fill tp shows vLLM's refusal as an error."""
+    v3 = {"model": "deepseek-v3", "gpu": "h200", "gpus": "8", "tp": "8"}
+    at = open_page("capacity", **v3, engine="vllm", ever="0.11.0", elen="32768", edcp="8")
+    assert errors(at) == ""
+    p = engine_plan("deepseek-v3", "h200", "vllm", version="0.11.0", tensor_parallel_size=8,
+                    max_model_len=32768, decode_context_parallel_size=8)  # fmt: skip
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert any(x.startswith("Multiplying the GPU KV cache size") for x in p.log_lines)
+    assert at.selectbox(key="capacity:edcp").options == ["1", "2", "4", "8"]
+    llama = {"model": "llama-3.1-70b", "gpu": "h200", "gpus": "8", "tp": "8"}
+    bad = open_page("capacity", **llama, engine="vllm", ever="0.18.0", edcp="2")
+    assert "must be greater than total num kv heads 8" in errors(bad)
