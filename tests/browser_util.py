@@ -94,16 +94,30 @@ def new_page(browser, requests: list[str]):
 
 
 def settle(page) -> None:
-    """Wait until the script run has finished: stApp's data-test-script-state is "notRunning"
-    (it is "initial" before the first run and "running" / "rerunRequested" during one; there
-    is no data-teststate attribute, so waiting on that returned before the page had drawn) and
-    the app's status widget is gone."""
+    """Wait until the script run has finished: stApp's data-test-connection-state is
+    "CONNECTED" and its data-test-script-state "notRunning" (it is "running" / "rerunRequested"
+    during a run; there is no data-teststate attribute, so waiting on that returned before the
+    page had drawn), the app's status widget is gone, and the main area has stopped changing."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
     page.wait_for_function(
-        "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState"
-        " === 'notRunning' && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        "() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+        " return a?.dataset.testConnectionState === 'CONNECTED'"
+        " && a.dataset.testScriptState === 'notRunning'"
+        " && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }",
         timeout=60_000,
     )
+    # the browser draws the run's elements after the state flips (metric tiles some 0.3 s
+    # later): wait until the main area has stopped changing for 0.6 s (at most 15 s)
+    size, still = -1, 0
+    for _ in range(75):
+        now = page.evaluate(
+            "() => document.querySelector('[data-testid=\"stMain\"]')?.innerHTML.length ?? 0"
+        )
+        still = still + 1 if now == size else 0
+        if still >= 3:
+            break
+        size = now
+        page.wait_for_timeout(200)
 
 
 def screenshot(page, name: str) -> None:

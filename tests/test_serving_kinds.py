@@ -89,18 +89,24 @@ def test_gpt_oss_sinks_and_router_on_a_tp8_rank():
 
 def test_deepseek_v3_tp8_mla_latent_pages():
     # MLAAttentionSpec.real_page_size_bytes: block x num_kv_heads (1) x head_size (512 + 64) x
-    # 2 B, on every rank; one group of 61 layers; FullAttentionSpec needs ceil(L / 16) blocks.
+    # 2 B, on every rank; one group of 61 layers. On an H200, vLLM 0.11.0 forces the block to 64
+    # for FlashMLA (platforms/cuda.py check_and_update_config: "Forcing kv cache block size to 64
+    # for FlashMLA backend."), so FullAttentionSpec needs ceil(L / 64) blocks.
     p = plan("deepseek-v3", "h200", tensor_parallel_size=8, max_model_len=163840)
-    page = 16 * 1 * (512 + 64) * 2
+    page = 64 * 1 * (512 + 64) * 2
     blocks = AVAIL // page // 61
-    assert (p.page_bytes, p.num_gpu_blocks) == (page, blocks) == (18432, 38199)
-    assert p.gpu_kv_cache_tokens == blocks * 16
-    assert p.max_concurrency == pytest.approx(blocks / cdiv(163840, 16))
+    assert (p.page_bytes, p.num_gpu_blocks) == (page, blocks) == (73728, 9549)
+    assert p.gpu_kv_cache_tokens == blocks * 64
+    assert p.max_concurrency == pytest.approx(blocks / cdiv(163840, 64))
+    assert p.log_lines[0] == "Forcing kv cache block size to 64 for FlashMLA backend."
+    # an A100 (sm80) has no FlashMLA: the 16-token block stays
+    a = plan("deepseek-v3", "a100-80gb", tensor_parallel_size=8, max_model_len=163840)
+    assert (a.page_bytes, a.num_gpu_blocks) == (18432, AVAIL // 18432 // 61)
 
 
 def test_deepseek_v3_fp8_kv_halves_the_page():
     p = plan("deepseek-v3", "h200", tensor_parallel_size=8, kv_cache_dtype="fp8")
-    assert p.page_bytes == 16 * 576 * 1
+    assert p.page_bytes == 64 * 576 * 1
 
 
 def test_qwen3_next_tp4_mamba_page_raises_the_attention_block():

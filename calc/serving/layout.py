@@ -102,6 +102,7 @@ class KVLayout:
     index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
+    block_line: str | None = None  # vLLM's log of a dense MLA backend's block (vllm_mla_block)
     sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
     state_pages: StatePages = StatePages()  # vLLM: how a request holds a state group
 

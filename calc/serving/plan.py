@@ -15,6 +15,8 @@ SGLang: rest = total x mem_fraction_static - weights; tokens = rest // cell (see
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from calc.activation import activation_dtype
 from calc.presets import resolve_model
 from calc.serving import figures as f
@@ -22,7 +24,7 @@ from calc.serving import memory as m
 from calc.serving.engine import SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
-from calc.serving.hardware import HardwareSpec, resolve_hardware
+from calc.serving.hardware import HardwareSpec, cuda_capability, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
 from calc.serving.layout import kv_layout
 from calc.serving.overheads import overheads
@@ -34,6 +36,7 @@ from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
+from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.spec import ModelSpec
 
 
@@ -55,6 +58,7 @@ def prepare(
             f"'model' {spec.name!r} is DeepSeek-V4: its activation peak is not modelled (weights: "
             "calc.serving.v4_weights); engine_plan plans its vLLM KV cache from a given memory"
         )
+    explicit = config
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
     if config is None:
@@ -78,7 +82,7 @@ def prepare(
             model_name=spec.name,
             **settings,
         )
-    tp, pp = config.tensor_parallel_size, config.pipeline_parallel_size
+    tp, pp, v = config.tensor_parallel_size, config.pipeline_parallel_size, config.version_tuple
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
@@ -91,6 +95,12 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
+    block_line = None
+    if config.engine == "vllm" and spec.is_mla and not dsa:  # the block MLA backends force
+        given = settings.get("block_size") if explicit is None else config.block_size
+        cap, kv = cuda_capability(hw) if hw.vendor == "NVIDIA" else None, config.kv_cache_dtype
+        block, block_line = vllm_mla_block(v, cap, kv, given, spec.qk_nope_head_dim)
+        config = config.model_copy(update={"block_size": block})
     hybrid, chunked, flags = True, True, StateArgs()
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
@@ -98,7 +108,7 @@ def prepare(
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
-    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags)
+    lay = replace(kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags), block_line=block_line)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
     total = hw.total_memory_bytes
@@ -165,6 +175,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         *page_lines(lay, config.block_size),
         f"Model loading took {weights[rank] / GIB:.4f} GiB",
     ]
+    if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
+        lines.insert(0, lay.block_line)
     if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
         lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
     if config.is_v1:
