@@ -72,7 +72,15 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 field="max_num_seqs",
             )
         with c[3]:
-            block = ui.int_input("eblock", "block_size", 16, field="block_size")
+            block = ui.optional_input(
+                "eblock",
+                "block_size",
+                1,
+                size_limit("block_size"),
+                whole=True,
+                blank="the engine's choice",
+                field="block_size",
+            )
         own_keys = ["eutil", "eseqs", "eblock"]
         extra = dict(max_num_seqs=seqs, block_size=block)
     else:

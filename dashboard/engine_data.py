@@ -8,6 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from calc.serving import inverse
+from calc.serving import sglang_requests as sr
+from calc.serving import vllm_dcp as dcp
+from calc.serving import vllm_mla_block as mb
 from calc.serving.defaults import (
     TOKENS_LINE_FROM,
     V1_DEFAULT_FROM,
@@ -30,6 +33,15 @@ from calc.sharding import unplannable
 from dashboard.capacity_data import _HASH
 from dashboard.data import GB, GIB
 
+MLA_BLOCK_CHANGES = (
+    mb.SM100_FROM, mb.MODULO_FROM, mb.FAMILY_FROM, mb.FLASHINFER_FROM, mb.PREFERRED_FROM,
+    mb.PLURAL_FROM,
+)  # fmt: skip
+DCP_CHANGES = (dcp.GQA_FROM, dcp.TP_CHECK_FROM, dcp.FP8_MLA_UNTIL)
+REQUESTS_CHANGES = (
+    sr.PLUS_ONE_UNTIL, sr.ZERO_FROM, sr.RESOLVE_FROM, sr.MAMBA_ZERO_FROM, sr.GIVEN_HALF_FROM,
+    sr.QWEN35_TEXT_EXTRA_FROM, sr.GIVEN_AT_LEAST_ONE_FROM, *sr.RATIO_5_IN,
+)  # fmt: skip
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "kvcalc": "kvcalc's generic plan (above)"}
 _V = ".".join  # (0, 8, 0) -> "0.8.0"
 
@@ -58,6 +70,8 @@ ENGINE_VERSIONS = {
                     CUDAGRAPH_SUBTRACTED_FROM,
                     V1_XL_BATCH_FROM,
                     VLLM_NEWEST,
+                    *MLA_BLOCK_CHANGES,  # the dense MLA block (vllm_mla_block)
+                    *DCP_CHANGES,  # decode context parallelism (vllm_dcp)
                 )
             ),
         },
@@ -80,6 +94,7 @@ ENGINE_VERSIONS = {
                 GDN_FROM,
                 RATIO_FROM,
                 PADDING_SLOT_FROM,
+                *REQUESTS_CHANGES,  # max_running_requests (sglang_requests)
             )
         },
         key=sglang_version,

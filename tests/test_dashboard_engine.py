@@ -327,3 +327,19 @@ def test_vllm_decode_context_parallel_menu_plans_as_the_engine():
     llama = {"model": "llama-3.1-70b", "gpu": "h200", "gpus": "8", "tp": "8"}
     bad = open_page("capacity", **llama, engine="vllm", ever="0.18.0", edcp="2")
     assert "must be greater than total num kv heads 8" in errors(bad)
+
+
+def test_blank_block_size_is_the_engines_choice():
+    """block_size left blank: the plan is vLLM's without --block-size (DeepSeek-V3 on 8 x B200,
+    0.18.0: FlashInfer MLA's 32-token block, vllm_mla_block); typed in: as --block-size."""
+    v3 = {"model": "deepseek-v3", "gpu": "b200", "gpus": "8", "tp": "8"}
+    kw = dict(version="0.18.0", tensor_parallel_size=8, max_model_len=32768)
+    at = open_page("capacity", **v3, engine="vllm", ever="0.18.0", elen="32768")
+    assert errors(at) == ""
+    p = engine_plan("deepseek-v3", "b200", "vllm", **kw)
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert p.log_lines[0] == "Setting kv cache block size to 32 for FLASHINFER_MLA backend."
+    given = open_page("capacity", **v3, engine="vllm", ever="0.18.0", elen="32768", eblock="64")
+    q = engine_plan("deepseek-v3", "b200", "vllm", block_size=64, **kw)
+    assert given.code[0].value.splitlines() == q.log_lines
+    assert not q.log_lines[0].startswith("Setting kv cache block size")
