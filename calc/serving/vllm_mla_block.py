@@ -28,7 +28,10 @@ get_supported_kernel_block_sizes from 0.18.0):
   and 192 from 0.19.0), else CUTLASS_MLA (128); every other GPU TRITON_MLA (16).
 kv_cache_dtype changes nothing else here (the forced blocks ignore it up to 0.17); whether an
 fp8 MLA cache has a backend on a GPU at all is not checked here. AMD GPUs (no compute
-capability in kvcalc's presets) keep the configured block: ROCm's MLA rules are not read.
+capability in kvcalc's presets) keep the configured block: platforms/rocm.py sets 16 (0.8.0 -
+0.17.x check_and_update_config; from 0.18 the base update_block_size_for_backend with
+TRITON_MLA's 16) unless VLLM_ROCM_USE_AITER, off by default, selects the AITER backends, whose
+blocks (1 for AITER MLA, 64 for its unified attention) kvcalc does not model.
 """
 
 from __future__ import annotations
