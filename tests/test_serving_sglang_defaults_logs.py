@@ -107,11 +107,13 @@ def test_b200_tp4_pool_from_the_rank_with_least_free_memory():
     # sglang#22537 (v0.5.10, Qwen3-32B, 4 x B200): "Memory pool end. avail mem=25.37 GB" on TP1 /
     # TP2 vs 25.40 on TP0, after the same pool: they had 160.78 - 0.03 = 160.75 GB after the
     # weights. SGLang (model_runner.profile_max_num_token): rest = after - before x (1 - 0.852),
-    # max_total_num_tokens = rest // cell, cell = 2 KV heads x 128 x 64 layers x 2 B x (K, V)
+    # max_total_num_tokens = rest // cell, cell = 2 KV heads x 128 x 64 layers x 2 B x (K, V), in
+    # whole pages of 64 (trtllm_mha, the default on a B200 from 0.5.6.post1: sglang_page)
     cell, gib = 2 * 128 * 64 * 2 * 2, 2**30
+    assert 2_206_208 % 64 == 0
 
     def tokens(after, before):
-        return int((after - before * (1 - 0.852)) * gib) // cell
+        return int((after - before * (1 - 0.852)) * gib) // cell // 64 * 64
 
     assert tokens(160.74, 176.29) <= 2_206_208 <= tokens(160.76, 176.27)  # TP1 / TP2
     assert tokens(160.775, 176.285) > 2_206_208  # TP0's own figure: too many

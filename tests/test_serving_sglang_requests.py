@@ -142,19 +142,20 @@ def test_estimate_reads_the_count_before_the_page_rounding_until_0_5_10():
 
 
 def test_estimate_reads_the_one_pool_count_of_sliding_window_models_until_0_5_10():
-    # gpt-oss-20b, tp 1: 24 layers of 8 KV heads x 64, so the one-pool cell is 49,152 B;
-    # 3 GiB -> T' = 65,536; the split (swa_full_tokens_ratio 0.8, 12 full + 12 sliding layers)
-    # gives the full layers int(65,536 x 24 / (0.8 x 12 + 12)) = 72,817 = T
-    cell = 8 * 64 * 24 * 2 * 2
-    T1 = 3 * GIB // cell
-    T = int(T1 * 24 / (0.8 * 12 + 12))
-    assert (T1, T) == (65536, 72817)
+    # Llama 4 Scout, tp 1 (SGLang's sliding-window pool from 0.5.8): 48 layers of 8 KV heads x
+    # 128, so the one-pool cell is 196,608 B; 12 GiB -> T' = 65,536; the split
+    # (swa_full_tokens_ratio 0.8, 12 full + 36 chunked layers) gives the full layers
+    # int(65,536 x 48 / (0.8 x 36 + 12)) = 77,101 = T
+    cell = 8 * 128 * 48 * 2 * 2
+    T1 = 12 * GIB // cell
+    T = int(T1 * 48 / (0.8 * 36 + 12))
+    assert (T1, T) == (65536, 77101)
     L = 12288
-    p = sg("gpt-oss-20b", "0.5.9", 3.0, max_model_len=L)
+    p = sg("llama-4-scout", "0.5.9", 12.0, max_model_len=L)
     assert p.gpu_kv_cache_tokens == T
     assert p.max_running_requests == clamp(int(T1 / L * 512)) == 2730
-    p = sg("gpt-oss-20b", "0.5.10", 3.0, max_model_len=L)
-    assert p.max_running_requests == clamp(int(T / L * 512)) == 3034
+    p = sg("llama-4-scout", "0.5.10", 12.0, max_model_len=L)
+    assert p.max_running_requests == clamp(int(T / L * 512)) == 3212
 
 
 def test_dp_attention_divides_a_given_count():

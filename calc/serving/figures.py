@@ -13,9 +13,10 @@ from __future__ import annotations
 from calc.plan_core import minimum
 from calc.serving import memory as m
 from calc.serving.defaults_sglang import sglang_version
-from calc.serving.sglang_hybrid import check_swa_args, sglang_mamba_pool
+from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 from calc.serving.sglang_requests import mamba_ratio, max_running_requests, requests_refusal
+from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_mamba import check_align_block
 
 GIB = 2**30

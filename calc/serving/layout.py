@@ -102,7 +102,9 @@ class KVLayout:
     index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
     index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
     forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
-    block_line: str | None = None  # vLLM's log of a dense MLA backend's block (vllm_mla_block)
+    # the engine's log of the block / page its attention backend takes (vllm_mla_block,
+    # sglang_page)
+    block_line: str | None = None
     sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
     state_pages: StatePages = StatePages()  # vLLM: how a request holds a state group
 
@@ -244,10 +246,6 @@ def kv_layout(
     if engine == "sglang":
         extra, split = sglang_hybrid_fields(spec, tp, pp, version, split)
         common.update(extra)
-        if spec.family == "gpt-oss" and spec.n_sliding_layers and spec.n_full_layers:
-            if pp > 1:
-                _refuse(spec, "SGLang's sliding-window pool with pipeline parallelism")
-            common["sglang_swa"] = (spec.n_full_layers, spec.n_sliding_layers)
         group = Group("full_attention", max(split))
         return KVLayout((group,), max(split), split, tb, **common)
     if linear:

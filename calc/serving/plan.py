@@ -32,6 +32,8 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_page import kind_of as sglang_kind
+from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
@@ -95,7 +97,12 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
-    block_line = None
+    block_line, kind = None, sglang_kind(spec)
+    if config.engine == "sglang" and kind != "dsa":  # the page the default backend needs
+        given = settings.get("page_size") if explicit is None else config.page_size
+        cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+        page, block_line = sglang_page(v, cap, kind, given)
+        config = config.model_copy(update={"page_size": page})
     if config.engine == "vllm" and spec.is_mla and not dsa:  # the block MLA backends force
         given = settings.get("block_size") if explicit is None else config.block_size
         cap, kv = cuda_capability(hw) if hw.vendor == "NVIDIA" else None, config.kv_cache_dtype

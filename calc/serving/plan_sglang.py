@@ -31,7 +31,8 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         r["cell_bytes"],
         r["max_concurrency"],
     )
-    lines = [*sglang_dsa_lines(config, lay), f"Load weight end. mem usage={w / GIB:.2f} GB"]
+    lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
+    lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     lines += sglang_pool_lines(lay, config, r)
     refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
     refusal = refusal or r["requests_refusal"]

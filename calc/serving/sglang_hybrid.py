@@ -43,13 +43,7 @@ bf16, temporal in --mamba-ssm-dtype; the token pool over the attention layers on
 The temporal state's dtype by release: calc/serving/sglang_ssm.py. Qwen3.5 (configs/ and
 models/qwen3_5.py) from 0.5.9, absent from the 0.5.8 wheel: refused before.
 
-Chunked layers (Llama4ForConditionalGeneration): up to 0.5.7 model_config.is_hybrid_model gives
-a hybrid pool only with --hybrid-kvcache-ratio (default None) and ModelRunner skips Llama 4 in
-the sliding-window check (model_runner.py @ 5c8bd8b51 :455-462), so every layer sits in the one
-token pool as full attention; from 0.5.8 is_hybrid_swa_model lists Llama4ForConditionalGeneration
-(configs/model_config.py in the 0.5.8 wheel, still in 0.5.23) and the chunked layers get the
-sliding-window pool, shared out by --swa-full-tokens-ratio as for gpt-oss
-(memory.sglang_swa_tokens; full layers every fourth, get_hybrid_layer_ids).
+Sliding-window pools (Llama 4's chunked layers, gpt-oss): calc/serving/sglang_swa.py.
 """
 
 from __future__ import annotations
@@ -64,6 +58,7 @@ from calc.layers import KINDS
 from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
 from calc.serving.sglang_ssm import SSM_BYTES, SSM_NAMES, sglang_ssm_dtype
+from calc.serving.sglang_swa import gpt_oss_swa, llama4_swa
 from calc.serving.vllm_mamba import is_nemotron_h, is_qwen35
 
 GIB = 2**30
@@ -76,8 +71,6 @@ RADIX_OFF_NEEDS_MRR_FROM = (0, 5, 9, 0)
 QWEN35_FROM = (0, 5, 9, 0)
 PADDING_SLOT_FROM = (0, 5, 17, 0)
 SIZE_CHECK_FROM = (0, 5, 13, 0)
-LLAMA4_SWA_FROM = (0, 5, 8, 0)
-SWA_REQUEST_CAP_FROM = (0, 5, 22, 0)  # SWARequestCapPoolConfigurator (pool_configurator.py)
 DEFAULT_SLOTS = 512  # no --max-running-requests with the radix cache off
 CONV_BYTES = 2  # CONV_DTYPE = torch.bfloat16
 
@@ -198,17 +191,6 @@ def _refusal(v, slots):
     return None
 
 
-def check_swa_args(config) -> None:
-    """From 0.5.22 the radix cache off with --max-running-requests sizes the sliding-window pool
-    from the requests (SWARequestCapPoolConfigurator.is_applicable), which kvcalc does not model."""
-    v = sglang_version(config.version)
-    if config.disable_radix_cache and config.max_running_requests and v >= SWA_REQUEST_CAP_FROM:
-        raise ValueError(
-            f"'disable_radix_cache' with max_running_requests: SGLang {release_name(v)} sizes the "
-            "sliding-window pool from the requests, which kvcalc does not model yet: got True"
-        )
-
-
 def mamba_log_line(version: str, pool: dict) -> str:
     """MambaPool's start-up line (a trailing space, as SGLang prints it)."""
     sizes = (
@@ -218,21 +200,6 @@ def mamba_log_line(version: str, pool: dict) -> str:
     if sglang_version(version) < RATIO_FROM:
         return "Mamba Cache is allocated. " + sizes
     return f"Mamba Cache is allocated. max_mamba_cache_size: {pool['slots']}, " + sizes
-
-
-def llama4_swa(spec, version: tuple[int, ...]) -> tuple[int, int] | None:
-    """(full, chunked) layers for SGLang's sliding-window pool from 0.5.8, else None (every
-    layer full attention in the one token pool)."""
-    if version < LLAMA4_SWA_FROM:
-        return None
-    kinds = [k for k, _ in spec.layer_kinds]
-    full = [i for i, k in enumerate(kinds) if k == "full_attention"]
-    if full != [i for i in range(len(kinds)) if (i + 1) % 4 == 0]:
-        raise ValueError(
-            f"'model' {spec.name!r}: SGLang puts Llama 4's full-attention layers at every fourth "
-            "layer (get_hybrid_layer_ids); this model's chunked layers sit elsewhere"
-        )
-    return len(full), len(kinds) - len(full)
 
 
 def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]):
@@ -254,6 +221,8 @@ def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]
                 "'pipeline_parallel_size' > 1 with SGLang's mamba pool is not modelled yet"
             )
         return {"sglang_mamba": mamba_state(spec, tp)}, (counts.get("full_attention", 0),)
+    if spec.family == "gpt-oss":
+        return gpt_oss_swa(spec, version, pp), split
     if "chunked_attention" in counts:
         swa = llama4_swa(spec, version)
         if swa and pp > 1:
