@@ -106,7 +106,15 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 field="max_running_requests",
             )
         with c[3]:
-            page_size = ui.int_input("epage", "page_size", 1, field="block_size")
+            page_size = ui.optional_input(
+                "epage",
+                "page_size",
+                1,
+                size_limit("block_size"),
+                whole=True,
+                blank="the default backend's",
+                field="page_size",
+            )
         own_keys = ["efrac", "eruns", "epage"]
         extra = dict(max_running_requests=seqs, page_size=page_size)
     with c[1]:

@@ -148,7 +148,7 @@ def test_engine_inputs_live_in_the_url_and_out_of_range_hides_results():
     assert qp["engine"] == ["sglang"] and qp["efrac"] == ["0.8"] and qp["epage"] == ["4"]
     assert "elen" not in qp  # blank: the model's own context, left out of the link
     at.number_input(key="capacity:epage").set_value(10**6).run()
-    assert "'block_size' must be from 1 to 65,536: got 1,000,000" in errors(at)
+    assert "'page_size' must be from 1 to 65,536: got 1,000,000" in errors(at)
     assert "KV tokens" not in _tiles(at) and not at.code
     kv = open_page("capacity", **BASE, engine="kvcalc")
     assert errors(kv) == "" and not kv.code and "KV tokens" not in _tiles(kv)
@@ -343,3 +343,16 @@ def test_blank_block_size_is_the_engines_choice():
     q = engine_plan("deepseek-v3", "b200", "vllm", block_size=64, **kw)
     assert given.code[0].value.splitlines() == q.log_lines
     assert not q.log_lines[0].startswith("Setting kv cache block size")
+
+
+def test_blank_page_size_is_the_default_backends():
+    """page_size left blank: SGLang's default backend decides (DeepSeek-V3 on 8 x B200, 0.5.23:
+    trtllm_mla's 64, sglang_page); the plan equals calc.serving's without --page-size."""
+    v3 = {"model": "deepseek-v3", "gpu": "b200", "gpus": "8", "tp": "8"}
+    at = open_page("capacity", **v3, engine="sglang", ever="0.5.23", elen="32768", efrac="0.85")
+    assert errors(at) == ""
+    p = engine_plan("deepseek-v3", "b200", "sglang", version="0.5.23", tensor_parallel_size=8,
+                    max_model_len=32768, mem_fraction_static=0.85)  # fmt: skip
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert p.log_lines[0].startswith("TensorRT-LLM MLA only supports page_size of 32 or 64")
+    assert p.gpu_kv_cache_tokens % 64 == 0
