@@ -51,6 +51,7 @@ v0.4.9.post3, unchanged to v0.5.6.post2). max_running_requests: None, derived at
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from calc.serving import defaults_sglang_2026 as sg26
 
@@ -70,6 +71,7 @@ SGLANG_NEWEST = (0, 5, 23, 0)  # v0.5.23 (after v0.5.6.post2: defaults_sglang_20
 _V = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.?post(\d+)|rc(\d+)|\.(\d+))?$")
 
 
+@lru_cache(maxsize=256)  # a pure function of the string, read several times a plan
 def sglang_version(text: str) -> tuple[int, int, int, int]:
     """'0.5.3rc2' -> (0, 5, 3, -98) (before 0.5.3, after 0.5.3rc0); '0.4.7.post1' -> (0, 4, 7,
     1); '0.5.6' -> (0, 5, 6, 0); a clear error otherwise."""

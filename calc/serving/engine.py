@@ -8,6 +8,7 @@ that changed it, are in calc/serving/defaults.py.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -31,6 +32,7 @@ DEFAULT_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}  # the newest releases 
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
 
 
+@lru_cache(maxsize=256)  # a pure function of the string, read several times a plan
 def parse_version(text: str) -> tuple[int, int, int, int]:
     """'0.11.0' -> (0, 11, 0, 0); 'v0.10.1.1' -> (0, 10, 1, 1); '0.4.5.post3' -> (0, 4, 5, 3)
     (a post or fourth-number release sorts after its base); '0.9.2rc1' -> (0, 9, 2, 0) (a

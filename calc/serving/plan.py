@@ -102,12 +102,14 @@ def prepare(
         given = settings.get("page_size") if explicit is None else config.page_size
         cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
         page, block_line = sglang_page(v, cap, kind, given)
-        config = config.model_copy(update={"page_size": page})
+        if page != config.page_size:
+            config = config.model_copy(update={"page_size": page})
     if config.engine == "vllm" and spec.is_mla and not dsa:  # the block MLA backends force
         given = settings.get("block_size") if explicit is None else config.block_size
         cap, kv = cuda_capability(hw) if hw.vendor == "NVIDIA" else None, config.kv_cache_dtype
         block, block_line = vllm_mla_block(v, cap, kv, given, spec.qk_nope_head_dim)
-        config = config.model_copy(update={"block_size": block})
+        if block != config.block_size:
+            config = config.model_copy(update={"block_size": block})
     hybrid, chunked, flags = True, True, StateArgs()
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
@@ -115,7 +117,9 @@ def prepare(
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
-    lay = replace(kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags), block_line=block_line)
+    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags)
+    if block_line:  # the engine's line for the block / page its backend takes
+        lay = replace(lay, block_line=block_line)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
     total = hw.total_memory_bytes

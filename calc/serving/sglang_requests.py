@@ -120,7 +120,7 @@ def max_running_requests(
 def requests_refusal(v: tuple[int, ...], n, mamba=None) -> str | None:
     """The start-up's refusal of max_running_requests = n <= 0 (module docstring); `mamba`:
     (max_mamba_cache_size, r) as for max_running_requests."""
-    if not np.any(np.asarray(n) <= 0):
+    if getattr(n, "ndim", 0) == 0 and n > 0 or not np.any(np.asarray(n) <= 0):
         return None
     if mamba is not None and v >= MAMBA_ZERO_FROM:
         if getattr(n, "ndim", 0):  # a grid: the sentence without the figures
