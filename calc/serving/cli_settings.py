@@ -15,6 +15,7 @@ SGLANG_ALTERNATIVE = {
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
     "--mamba-cache-mode": "--disable-radix-cache",
 }
+VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -198,8 +199,8 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
         ):
             if val != default:
-                tail = ": vLLM takes --util / --block-size" if "dp" not in flag else ""
-                tail = ": vLLM takes --max-num-seqs" if "running" in flag else tail
+                alt = VLLM_ALTERNATIVE.get(flag, "" if "dp" in flag else "--util / --block-size")
+                tail = f": vLLM takes {alt}" if alt else ""
                 raise ValueError(f"'{flag}' is an SGLang setting{tail}")
         s.update(
             decode_context_parallel_size=args.decode_context_parallel_size,

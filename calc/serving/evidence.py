@@ -32,6 +32,7 @@ from calc.serving.evidence_vllm import (
 )
 from calc.serving.hardware import load_hardware
 from calc.serving.plan import GIB, engine_plan, prepare
+from calc.serving.vllm_mamba import padding_pct
 from calc.spec import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: fixtures are named from it
@@ -126,9 +127,8 @@ def _page_checks(case: dict, cfg, lay) -> list[Check]:
     if "attention_block_size" in log:
         out.append(_eq(case["id"], "attention block size", log["attention_block_size"], B))
     if "mamba_page_padding_pct" in log:
-        pct = 100 * (lay.page_bytes(B) - lay.state_bytes) / lay.state_bytes
         want = f"{log['mamba_page_padding_pct']:.2f}"
-        out.append(_eq(case["id"], "mamba page padding, %", want, f"{pct:.2f}"))
+        out.append(_eq(case["id"], "mamba page padding, %", want, f"{padding_pct(lay, B):.2f}"))
     return out
 
 

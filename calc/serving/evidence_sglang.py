@@ -24,9 +24,9 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     out = _sglang_from_avail(case, cfg, lay) + _sglang_requests(case, cfg, lay)
     out += _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
-    if lay.mla and "kv_size_gib" not in log:  # a log quoting no pool line
-        return out
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
+        if "kv_size_gib" not in log:  # a log quoting no pool line
+            return out
         kv = lay.sglang_pool_bytes(t, cfg.page_size, logged=True)
         want = f"{log['kv_size_gib']:.2f}"
         return [_eq(cid, "KV size, GiB (from the logged #tokens)", want, f"{kv / GIB:.2f}")] + out

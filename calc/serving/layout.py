@@ -57,7 +57,6 @@ from calc.serving.memory import cdiv
 from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.serving.vllm_dcp import local_len
 from calc.serving.vllm_mamba import StateArgs, StatePages, vllm_state_bytes, vllm_state_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
@@ -154,7 +153,7 @@ class KVLayout:
                 mamba = self.mamba_block(block_size, max_model_len)
                 total = total + self.state_pages.per_request(max_model_len, mamba)
             else:
-                total = total + cdiv(local_len(max_model_len, dcp), block_size)
+                total = total + cdiv(cdiv(max_model_len, dcp), block_size)
         return total
 
     def cell_bytes(self) -> int:

@@ -97,16 +97,16 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
-    block_line, kind = None, sglang_kind(spec)
-    if config.engine == "sglang" and kind != "dsa":  # the page the default backend needs
+    block_line, cap = None, cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+    # the page SGLang's default backend needs; the block vLLM's dense MLA backends force
+    if config.engine == "sglang" and (kind := sglang_kind(spec)) != "dsa":
         given = settings.get("page_size") if explicit is None else config.page_size
-        cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
         page, block_line = sglang_page(v, cap, kind, given)
         if page != config.page_size:
             config = config.model_copy(update={"page_size": page})
-    if config.engine == "vllm" and spec.is_mla and not dsa:  # the block MLA backends force
+    if config.engine == "vllm" and spec.is_mla and not dsa:
         given = settings.get("block_size") if explicit is None else config.block_size
-        cap, kv = cuda_capability(hw) if hw.vendor == "NVIDIA" else None, config.kv_cache_dtype
+        kv = config.kv_cache_dtype
         block, block_line = vllm_mla_block(v, cap, kv, given, spec.qk_nope_head_dim)
         if block != config.block_size:
             config = config.model_copy(update={"block_size": block})

@@ -118,22 +118,20 @@ def sglang_page(
     mla = kind == "deepseek_v3" and v >= TRTLLM_MLA_FROM
     mla = mla or (kind == "kimi_k25" and v >= KIMI_K25_FROM)
     if mla:
-        if page in (32, 64):
-            return page, None
-        shown = "None" if given is None else given
-        return 64, (
-            "TensorRT-LLM MLA only supports page_size of 32 or 64, changing page_size from "
-            f"{shown} to 64."
-        )
+        return _snapped(page, given, (32, 64), "TensorRT-LLM MLA", "32 or 64")
     starts = {"gpt_oss": GPT_OSS_FROM, "llama4": LLAMA4_FROM, "mha": GENERIC_FROM}
     if kind not in starts or v < starts[kind]:
         return page, None
-    sizes = (16, 32, 64, 128) if v >= MHA_128_FROM else (16, 32, 64)
+    if v >= MHA_128_FROM:
+        return _snapped(page, given, (16, 32, 64, 128), "TensorRT-LLM MHA", "16, 32, 64 or 128")
+    return _snapped(page, given, (16, 32, 64), "TensorRT-LLM MHA", "16, 32 or 64")
+
+
+def _snapped(page: int, given, sizes: tuple[int, ...], backend: str, listed: str):
+    """A trtllm kernel's page: kept when it takes it, else 64 with SGLang's line."""
     if page in sizes:
         return page, None
-    listed = "16, 32, 64 or 128" if v >= MHA_128_FROM else "16, 32 or 64"
     shown = "None" if given is None else given
     return 64, (
-        f"TensorRT-LLM MHA only supports page_size of {listed}, changing page_size from {shown} "
-        "to 64."
+        f"{backend} only supports page_size of {listed}, changing page_size from {shown} to 64."
     )

@@ -31,8 +31,6 @@ Prefill context parallelism (pcp, 0.12 - 0.20) is not a kvcalc setting (pcp = 1)
 
 from __future__ import annotations
 
-from calc.plan_core import cdiv
-
 DCP_FROM = (0, 10, 2)
 GQA_FROM = (0, 12, 0)
 TP_CHECK_FROM = (0, 16, 0)
@@ -90,11 +88,6 @@ def check_dcp(spec, version: tuple[int, ...], tp: int, dcp: int, lay, kv_dtype: 
             f"Total number of q per kv attn heads ({heads // kv}) must be divisible by dcp world "
             f"size when enable decode context parallel for GQA ({dcp})."
         )
-
-
-def local_len(max_model_len, dcp: int):
-    """The tokens of a request one rank stores: cdiv(L, dcp) (int or array)."""
-    return max_model_len if dcp == 1 else cdiv(max_model_len, dcp)
 
 
 def dcp_line(version: tuple[int, ...], dcp: int) -> str | None:

@@ -241,11 +241,14 @@ def page_lines(lay, configured_block: int) -> list[str]:
             f"Setting attention block size to {B} tokens to ensure that attention page size "
             "is >= mamba page size."
         )
-    page = lay.page_bytes(B)
-    if page != lay.state_bytes:
-        pct = 100 * (page - lay.state_bytes) / lay.state_bytes
+    if lay.page_bytes(B) != lay.state_bytes:
         out.append(
-            f"Padding mamba page size by {pct:.2f}% to ensure that mamba page size and "
-            "attention page size are exactly equal."
+            f"Padding mamba page size by {padding_pct(lay, B):.2f}% to ensure that mamba page "
+            "size and attention page size are exactly equal."
         )
     return out
+
+
+def padding_pct(lay, block_size: int) -> float:
+    """mamba_padding_pct: 100 x (attention page - state) / state, for the block vLLM uses."""
+    return 100 * (lay.page_bytes(block_size) - lay.state_bytes) / lay.state_bytes
