@@ -11,7 +11,7 @@ from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _pct
 from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
-from calc.serving.sglang_requests import RESOLVE_FROM, mamba_ratio, max_running_requests
+from calc.serving.sglang_requests import RESOLVE_FROM, mamba_cap, max_running_requests
 from calc.spec import ModelSpec
 
 
@@ -88,8 +88,7 @@ def _sglang_requests(case: dict, cfg, lay) -> list[Check]:
     if lay.sglang_mamba:
         if "max_mamba_cache_size" not in log:
             return []
-        size = log["max_mamba_cache_size"]
-        cap = (size, mamba_ratio(lay.sglang_mamba.text_qwen35, v, cfg.disable_radix_cache))
+        cap = mamba_cap(lay.sglang_mamba, v, cfg, log["max_mamba_cache_size"])
     t, L = log["max_total_num_tokens"], log["context_len"]
     n = max_running_requests(v, t, L, cfg, cap)
     note = f"from max_total_num_tokens={t:,}, context_len={L:,}"

@@ -15,7 +15,7 @@ from calc.serving import memory as m
 from calc.serving.defaults_sglang import sglang_version
 from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
-from calc.serving.sglang_requests import mamba_ratio, max_running_requests, requests_refusal
+from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
 from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_mamba import check_align_block
 
@@ -152,10 +152,9 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
         layers = max(lay.rank_layers)
         k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
     v = sglang_version(config.version)
-    cap = None  # a running request holds `ratio` mamba states (sglang_requests)
+    cap = None  # a running request holds several mamba states (sglang_requests)
     if mamba is not None:
-        radix_off = config.disable_radix_cache
-        cap = (mamba["slots"], mamba_ratio(lay.sglang_mamba.text_qwen35, v, radix_off))
+        cap = mamba_cap(lay.sglang_mamba, v, config, mamba["slots"])
     n = max_running_requests(v, tokens, max_model_len, config, cap, profiled)
     return {
         "mamba": mamba,

@@ -80,6 +80,12 @@ def mamba_ratio(text_qwen35: bool, v: tuple[int, ...], disable_radix_cache: bool
     return 3 if text_qwen35 and v < QWEN35_TEXT_EXTRA_FROM else 5
 
 
+def mamba_cap(state, v: tuple[int, ...], config, slots) -> tuple:
+    """(max_mamba_cache_size, r) for max_running_requests: `state` the layout's MambaState,
+    `slots` the pool's size (planned, or a log's)."""
+    return slots, mamba_ratio(state.text_qwen35, v, config.disable_radix_cache)
+
+
 def estimated_pool(tokens, context_len):
     """E: int(T / L x 512) clamped to [2048, 4096] (int or array)."""
     return minimum(maximum(floor_int(tokens / context_len * 512), 2048), 4096)
