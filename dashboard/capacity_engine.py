@@ -10,6 +10,7 @@ from calc.limits import limit as size_limit
 from calc.serving.engine import DEFAULT_VERSION, KV_CACHE_DTYPES
 from dashboard import capacity_charts, plain, state, tables, ui
 from dashboard import engine_data as ed
+from dashboard.capacity_spec import spec_inputs
 from dashboard.capacity_state import state_inputs
 
 
@@ -130,8 +131,10 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
     keys += [*own_keys, "elen"]
     par_keys, parallel = _parallel_inputs(engine, spec, tp)
     state_keys, state_settings = state_inputs(engine, spec)
-    keys += par_keys + state_keys
+    spec_keys, spec_settings, given = spec_inputs(engine)
+    keys += par_keys + state_keys + spec_keys
     parallel.update(state_settings)
+    parallel.update(spec_settings)
     if hw is None or tp is None:  # the error above says why
         return keys
     with ui.guarded():
@@ -147,7 +150,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             **extra,
             **parallel,
         )
-        p = ed.one_engine_plan(spec, hw, engine, **settings)
+        p = ed.one_engine_plan(spec, hw, engine, available_kv_gib=given, **settings)
         label = f"{ed.ENGINES[engine]} {p.version}"
         if p.refusal:
             st.error(plain.md(f"{label} refuses to start: {p.refusal}"))
@@ -185,11 +188,21 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 "engine_memory",
                 f"{label} on {hw.label}, tp={p.tensor_parallel_size}, "
                 f"pp={p.pipeline_parallel_size}: per GPU (the rank with the fewest KV blocks). "
-                "free: what the engine leaves unused (1 − its memory fraction).",
+                + (
+                    "Planned from the given available memory: free is the rest, not derived."
+                    if given is not None
+                    else "free: what the engine leaves unused (1 − its memory fraction)."
+                ),
             )
         st.caption(f"What {label} prints at start-up:")
         st.code("\n".join(p.log_lines), language=None)
 
+        if given is not None:  # no settings to invert: the memory was given
+            st.caption(
+                "Planned from the given available memory: the weights and overheads are not "
+                "derived, so the settings that would reach a concurrency are not either."
+            )
+            return keys
         st.markdown(f"**Which {frac_name}, max_model_len or TP reaches a concurrency**")
         c = st.columns([1, 1, 2])
         with c[0]:

@@ -11,6 +11,7 @@ from calc.serving import inverse
 from calc.serving import sglang_requests as sr
 from calc.serving import vllm_dcp as dcp
 from calc.serving import vllm_mla_block as mb
+from calc.serving import vllm_spec as sd
 from calc.serving.defaults import (
     TOKENS_LINE_FROM,
     V1_DEFAULT_FROM,
@@ -24,7 +25,7 @@ from calc.serving.defaults_sglang_2026 import GRAPH_BS_MRR_CAP_FROM, PCG_ON_FROM
 from calc.serving.engine import DEFAULT_VERSION
 from calc.serving.layout import HYBRID_ALLOCATOR_FROM
 from calc.serving.overheads import CUDAGRAPH_SUBTRACTED_FROM
-from calc.serving.plan import PP_CHECK_PER_RANK_FROM, EnginePlan, engine_plan
+from calc.serving.plan import ONE_LINE_FROM, PP_CHECK_PER_RANK_FROM, EnginePlan, engine_plan
 from calc.serving.sglang_hybrid import GDN_FROM, PADDING_SLOT_FROM, RATIO_FROM
 from calc.serving.vllm_mamba import ALIGN_FROM, ALL_CHOICE_UNTIL, ALL_MODE_UNTIL, MODE_FROM
 from calc.serving.vllm_mamba import GDN_FROM as VLLM_GDN_FROM
@@ -38,6 +39,10 @@ MLA_BLOCK_CHANGES = (
     mb.PLURAL_FROM,
 )  # fmt: skip
 DCP_CHANGES = (dcp.GQA_FROM, dcp.TP_CHECK_FROM, dcp.FP8_MLA_UNTIL)
+SPEC_CHANGES = (
+    sd.MTP_FROM, sd.MAMBA2_CONV_FROM, sd.SPEC_PAGES_FROM, sd.ALL_MODE_SPEC_PAGES_FROM,
+    *sd.MTP_FAMILIES.values(),
+)  # fmt: skip
 REQUESTS_CHANGES = (
     sr.PLUS_ONE_UNTIL, sr.ZERO_FROM, sr.RESOLVE_FROM, sr.MAMBA_ZERO_FROM, sr.GIVEN_HALF_FROM,
     sr.QWEN35_TEXT_EXTRA_FROM, sr.GIVEN_AT_LEAST_ONE_FROM, *sr.RATIO_5_IN,
@@ -53,6 +58,7 @@ ENGINE_VERSIONS = {
         {
             "0.6.4",
             "0.11.0",  # the release of many committed logs
+            "0.25.1",  # the MTP log's (benchmarks/engine_logs/vllm-niushuai-*)
             DEFAULT_VERSION["vllm"],
             *(
                 _V(map(str, v))
@@ -72,6 +78,8 @@ ENGINE_VERSIONS = {
                     VLLM_NEWEST,
                     *MLA_BLOCK_CHANGES,  # the dense MLA block (vllm_mla_block)
                     *DCP_CHANGES,  # decode context parallelism (vllm_dcp)
+                    *SPEC_CHANGES,  # speculative decoding (vllm_spec)
+                    ONE_LINE_FROM,  # the token and concurrency lines joined
                 )
             ),
         },

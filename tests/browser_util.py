@@ -97,27 +97,36 @@ def settle(page) -> None:
     """Wait until the script run has finished: stApp's data-test-connection-state is
     "CONNECTED" and its data-test-script-state "notRunning" (it is "running" / "rerunRequested"
     during a run; there is no data-teststate attribute, so waiting on that returned before the
-    page had drawn), the app's status widget is gone, and the main area has stopped changing."""
+    page had drawn), the app's status widget is gone, the main area holds a drawn element (the
+    state also reads "notRunning" for a moment before the first run starts, over the page's
+    empty frame), it has stopped changing, and the run is still over once it has."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
-    page.wait_for_function(
-        "() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-        " return a?.dataset.testConnectionState === 'CONNECTED'"
-        " && a.dataset.testScriptState === 'notRunning'"
-        " && !document.querySelector('[data-testid=\"stStatusWidget\"]'); }",
-        timeout=60_000,
-    )
-    # the browser draws the run's elements after the state flips (metric tiles some 0.3 s
-    # later): wait until the main area has stopped changing for 0.6 s (at most 15 s)
-    size, still = -1, 0
-    for _ in range(75):
-        now = page.evaluate(
-            "() => document.querySelector('[data-testid=\"stMain\"]')?.innerHTML.length ?? 0"
+    for _ in range(6):
+        page.wait_for_function(
+            "() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+            " return a?.dataset.testConnectionState === 'CONNECTED'"
+            " && a.dataset.testScriptState === 'notRunning'"
+            " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+            ' && !!document.querySelector(\'[data-testid="stMain"] [data-testid="stElementContainer"]\'); }',
+            timeout=60_000,
         )
-        still = still + 1 if now == size else 0
-        if still >= 3:
-            break
-        size = now
-        page.wait_for_timeout(200)
+        # the browser draws the run's elements after the state flips (metric tiles some 0.3 s
+        # later): wait until the main area has stopped changing for 0.6 s (at most 15 s)
+        size, still = -1, 0
+        for _ in range(75):
+            now = page.evaluate(
+                "() => document.querySelector('[data-testid=\"stMain\"]')?.innerHTML.length ?? 0"
+            )
+            still = still + 1 if now == size else 0
+            if still >= 3:
+                break
+            size = now
+            page.wait_for_timeout(200)
+        done = page.evaluate(
+            "() => document.querySelector('[data-testid=\"stApp\"]')?.dataset.testScriptState"
+        )
+        if done == "notRunning":
+            return
 
 
 def screenshot(page, name: str) -> None:

@@ -81,7 +81,14 @@ def test_url_state_reproduces_the_view(browser, server):
         page.wait_for_selector('[data-testid="stVegaLiteChart"] svg', timeout=30_000)
         body = page.locator('[data-testid="stMain"]').inner_text()
         assert "Llama 2 7B" in body and "fp8" in body
-        assert page.locator('input[type="number"]').first.input_value() == "3"
+        # the batch input: read once the widget holds the link's value (it can draw first with
+        # its default while the script run that reads the query is still arriving)
+        batch = page.locator('input[type="number"]').first
+        page.wait_for_function(
+            "() => document.querySelector('input[type=\"number\"]')?.value === '3'",
+            timeout=15_000,
+        )
+        assert batch.input_value() == "3"
         assert "max_ctx=8192" in page.url
     finally:
         page.close()
@@ -113,6 +120,8 @@ def test_an_out_of_range_input_shows_its_limit_and_hides_stale_results(browser, 
         page.goto(f"{server}/capacity", wait_until="networkidle", timeout=60_000)
         settle(page)
         assert "1 to 16,777,216" in visible_text(page)  # the limit, beside the input
+        # the results first (the Engine section's tiles draw last, after the charts above)
+        page.wait_for_selector('[data-testid="stMetricValue"]', timeout=30_000)
         assert page.locator('[data-testid="stMetricValue"]').count() > 0
         batch = page.get_by_label("Batch", exact=True)
         batch.fill("99999999")

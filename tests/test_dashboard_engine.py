@@ -356,3 +356,23 @@ def test_blank_page_size_is_the_default_backends():
     assert at.code[0].value.splitlines() == p.log_lines
     assert p.log_lines[0].startswith("TensorRT-LLM MLA only supports page_size of 32 or 64")
     assert p.gpu_kv_cache_tokens % 64 == 0
+
+
+def test_vllm_mtp_from_a_given_memory_is_calc_serving_and_needs_the_memory():
+    # the niushuai1991 deployment (benchmarks/engine_logs/vllm-niushuai-*): 947,541 tokens
+    page = dict(model="qwen3.5-27b", gpu="rtx-pro-6000", gpus="1", tp="1", engine="vllm")
+    at = open_page("capacity", **page, ever="0.25.1", elen="32768", ekv="fp8_e4m3",
+                   espec="mtp", espk="3", egiven="54.05", epc="on")  # fmt: skip
+    assert errors(at) == ""
+    p = engine_plan("qwen3.5-27b", "rtx-pro-6000", "vllm", version="0.25.1",
+                    max_model_len=32768, kv_cache_dtype="fp8_e4m3", enable_prefix_caching=True,
+                    speculative_method="mtp", num_speculative_tokens=3,
+                    available_kv_gib=54.05)  # fmt: skip
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    assert at.code[0].value.splitlines() == p.log_lines
+    assert "Add 3 padding layers" in at.code[0].value
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert "weights" not in stack and stack["KV cache"] == p.available_kv_cache_bytes
+    # derived, MTP is refused in one line naming the setting
+    at = open_page("capacity", **page, ever="0.25.1", espec="mtp")
+    assert "'speculative_method' 'mtp'" in errors(at) and "available_kv_gib" in errors(at)

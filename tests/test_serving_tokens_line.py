@@ -83,3 +83,16 @@ def test_align_mode_block_assertion(version, refused):
     else:
         p = engine_plan("qwen3-next-80b-a3b", "h100-sxm", "vllm", **kw)
         assert p.page_bytes == 544 * 2048  # the raised block, not refused
+
+
+@pytest.mark.parametrize(("version", "lines"), [("0.27.1", 2), ("0.28.0", 1), ("0.33.0", 1)])
+def test_the_token_and_concurrency_lines_join_from_0_28(version, lines):
+    # 0.27.1's _report_kv_cache_config logs "GPU KV cache size: %s tokens" and "Maximum
+    # concurrency for %s tokens per request: %.2fx" apart; 0.28.0's update_kv_cache_capacity
+    # (kv_cache_utils.py:1864-1875) logs "GPU KV cache size: %s tokens, Maximum concurrency for
+    # %s tokens per request: %.2fx" (0.30.0 on: "%s KV cache size", "GPU" for CUDA devices)
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version=version, available_kv_gib=6.51,
+                    max_model_len=32768)  # fmt: skip
+    size = f"GPU KV cache size: {p.gpu_kv_cache_tokens:,} tokens"
+    most = f"Maximum concurrency for 32,768 tokens per request: {p.max_concurrency:.2f}x"
+    assert p.log_lines[-lines:] == ([size, most] if lines == 2 else [f"{size}, {most}"])

@@ -59,6 +59,9 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         settings["max_model_len"] = logged["max_model_len"]
     if engine == "vllm" and "gpu_memory_utilization" in logged:
         settings.setdefault("gpu_memory_utilization", logged["gpu_memory_utilization"])
+    if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
+        settings.setdefault("speculative_method", logged["speculative_method"])
+        settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
     plan = engine_plan(spec, hw, engine, weight_dtype=weight_dtype, **settings)
     rows = []
     for key, label in COMPARED:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from calc.cli.args import int_at_least
+from calc.serving.vllm_spec import parse_speculative_config
 
 SGLANG_ALTERNATIVE = {
     "--decode-context-parallel-size": "no flag of that kind that kvcalc models",
@@ -14,6 +15,7 @@ SGLANG_ALTERNATIVE = {
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
     "--mamba-cache-mode": "--disable-radix-cache",
+    "--speculative-config": "no speculative setting that kvcalc models",
 }
 VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
@@ -152,6 +154,13 @@ def add_engine_args(p) -> None:
         help="vLLM 0.16-0.32: the linear layers' prefix-cache mode (choices by release)",
     )
     g.add_argument(
+        "--speculative-config",
+        default=None,
+        metavar="JSON",
+        help='vLLM: \'{"method": "mtp", "num_speculative_tokens": 1}\' (mtp or ngram; the '
+        "KV cache from --available-kv-gib)",
+    )
+    g.add_argument(
         "--target-concurrency",
         type=fraction,
         default=None,
@@ -215,6 +224,9 @@ def engine_settings(args, spec) -> dict:
             enable_prefix_caching=args.enable_prefix_caching,
             mamba_cache_mode=args.mamba_cache_mode,
         )
+        if args.speculative_config is not None:
+            method, tokens = parse_speculative_config(args.speculative_config)
+            s.update(speculative_method=method, num_speculative_tokens=tokens)
     else:
         for flag, val, default in (
             ("--util", args.util, None),
@@ -227,6 +239,7 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-ssm-cache-dtype", args.mamba_ssm_cache_dtype, "auto"),
             ("--[no-]enable-prefix-caching", args.enable_prefix_caching, None),
             ("--mamba-cache-mode", args.mamba_cache_mode, None),
+            ("--speculative-config", args.speculative_config, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

@@ -24,6 +24,7 @@ from calc.serving.defaults import (
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
+from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
 
 Engine = Literal["vllm", "sglang"]
@@ -124,6 +125,10 @@ class VllmConfig(EngineConfig):
     # --decode-context-parallel-size: a request's tokens split over dcp of the TP ranks
     # (calc.serving.vllm_dcp; its checks need the model, so they run in plan.prepare)
     decode_context_parallel_size: int = Field(default=1, gt=0)
+    # --speculative-config's method and num_speculative_tokens (calc.serving.vllm_spec; checked
+    # against the model in plan.prepare); None: no speculative decoding
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -136,6 +141,7 @@ class VllmConfig(EngineConfig):
             )
         check_state_flags(self.version_tuple, self.state_args[:2])
         check_mode_flag(self.version_tuple, self.mamba_cache_mode)
+        check_method(self.speculative_method, self.num_speculative_tokens)
         return self
 
     @property

@@ -39,25 +39,24 @@ chunked layers (full attention, or the sliding-window pool from 0.5.8): calc.ser
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass
 
 from calc.dtypes import dtype_bits
 from calc.layers import KINDS
 from calc.layout import STATE_TYPES as STATE_KINDS  # a MambaSpec page a sequence
 from calc.serving.indexed import (
-    NSA_PAGE_SIZE,
     VLLM_SPARSE_BLOCK,
     VLLM_V32_UNTIL,
     check_vllm_v32_version,
     nsa_token_bytes,
     vllm_sparse_token_bytes,
 )
+from calc.serving.layout_record import Group, KVLayout
 from calc.serving.memory import cdiv
-from calc.serving.sglang_hybrid import MambaState, sglang_hybrid_fields
+from calc.serving.sglang_hybrid import sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
-from calc.serving.vllm_mamba import StateArgs, StatePages, vllm_state_bytes, vllm_state_pages
+from calc.serving.vllm_mamba import StateArgs, vllm_state_bytes, vllm_state_pages
+from calc.serving.vllm_spec import Speculation, conv_columns, state_spec_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
 
@@ -66,7 +65,6 @@ HYBRID_ALLOCATOR_FROM = (0, 9, 1)  # KV-cache groups for sliding + full layers i
 GROUP_SIZE_RATIO = (((0, 18, 0), 1.5), ((0, 12, 0), 1.25))  # largest count when under ratio x min
 CHUNKED_SPEC_FROM = (0, 10, 0)  # ChunkedLocalAttentionSpec (before: FullAttentionSpec)
 CHUNKED_HYBRID_OPT_IN_FROM = (0, 10, 1)  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
-KERNEL_BLOCK_ALIGNMENT = 16  # HybridAttentionMambaModelConfig, non-MLA FlashAttention backends
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 # sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
 # (a4b424c, first in v0.5.3.post1: the oldest version bump that has it as an ancestor in
@@ -74,119 +72,6 @@ ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
 # counts the indexer keys in the cell, and "KV size" includes them. Before it the pool still
 # allocated them, uncounted (the PR's log: 54.52 GB printed, 65.49 GB with the indexer).
 NSA_INDEXER_COUNTED_FROM = (0, 5, 3, 1)
-
-
-@dataclass(frozen=True)
-class Group:
-    kind: str  # an ATTENTION kind, or a STATE_KINDS one ("linear_attention", "mamba")
-    layers: int  # layers per group (padded)
-
-
-@dataclass(frozen=True)
-class KVLayout:
-    """What one pipeline rank holds, and the numbers the engine derives from it."""
-
-    groups: tuple[Group, ...]
-    group_size: int  # layers sharing one block slot (max over groups)
-    rank_layers: tuple[int, ...]  # layers on each PP rank
-    token_bytes: int  # one token of one attention layer on one rank
-    sliding_window: int | None
-    chunk: int | None = None
-    state_bytes: int = 0  # one linear layer's state on one rank (unpadded)
-    mla: bool = False
-    kv_bytes: int = 2
-    kv_heads: int = 1  # per TP rank (MLA: 1)
-    head_size: int = 0  # (MLA: kv_lora_rank + qk_rope_head_dim)
-    sglang_swa: tuple[int, int] | None = None  # SGLang's sliding pool: (full, sliding) layers
-    index_bytes: int = 0  # SGLang NSA: the indexer key of one token and layer (fp8 + scales)
-    index_counted: bool = False  # ... counted in the cell and the "KV size" line (#11309)
-    forced_block: int | None = None  # vLLM's DeepSeek-V3.2: 64 whatever was asked
-    # the engine's log of the block / page its attention backend takes (vllm_mla_block,
-    # sglang_page)
-    block_line: str | None = None
-    sglang_mamba: MambaState | None = None  # SGLang's mamba pool (its token pool: full layers)
-    state_pages: StatePages = StatePages()  # vLLM: how a request holds a state group
-
-    def block_size(self, configured: int) -> int:
-        """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
-        the one the backend forces."""
-        if self.forced_block:
-            return self.forced_block
-        if not self.state_bytes:
-            return configured
-        a = math.lcm(KERNEL_BLOCK_ALIGNMENT, self.state_pages.alignment)
-        return max(configured, a * cdiv(self.state_bytes, a * self.token_bytes))
-
-    def page_bytes(self, block_size: int) -> int:
-        """One block of one layer (a linear layer's state is padded to this)."""
-        return block_size * self.token_bytes
-
-    def report_block(self, block_size: int, max_model_len: int) -> int:
-        """The smallest block size of the groups (a MambaSpec's is max_model_len)."""
-        if any(g.kind in STATE_KINDS for g in self.groups):
-            return _min(block_size, self.mamba_block(block_size, max_model_len))
-        return block_size
-
-    def mamba_block(self, block_size, max_model_len):
-        """mamba_block_size: max_model_len ("none"), the raised block ("all") or block_size."""
-        mode = self.state_pages.mode
-        return {"none": max_model_len, "all": self.block_size(1)}.get(mode, block_size)
-
-    def rank_group_size(self, rank: int) -> int:
-        """Layers per group slot on one PP rank (one group: the rank's own layers)."""
-        if len(self.groups) == 1:
-            return self.rank_layers[rank]
-        return self.group_size
-
-    def blocks_per_request(self, max_model_len, block_size, max_num_batched_tokens, dcp=1):
-        """Blocks one request of max_model_len takes, over the groups; `dcp`: vLLM's decode
-        context parallel size (a full-attention rank holds cdiv(L, dcp) tokens: vllm_dcp)."""
-        total = 0
-        for g in self.groups:
-            if g.kind == "sliding_attention":
-                n = _min(self.sliding_window - 1 + max_num_batched_tokens, max_model_len)
-                total = total + cdiv(n, block_size) + 1
-            elif g.kind == "chunked_attention":
-                n = _min(self.chunk + max_num_batched_tokens, max_model_len)
-                total = total + cdiv(n, block_size)
-            elif g.kind in STATE_KINDS:
-                mamba = self.mamba_block(block_size, max_model_len)
-                total = total + self.state_pages.per_request(max_model_len, mamba)
-            else:
-                total = total + cdiv(cdiv(max_model_len, dcp), block_size)
-        return total
-
-    def cell_bytes(self) -> int:
-        """SGLang: one token of every layer on the heaviest rank (profile_max_num_token)."""
-        index = self.index_bytes if self.index_counted else 0
-        return (self.token_bytes + index) * max(self.rank_layers)
-
-    def check_page(self, page_size: int) -> None:
-        if self.index_bytes and page_size != NSA_PAGE_SIZE:
-            raise ValueError(
-                f"'page_size' must be {NSA_PAGE_SIZE} for SGLang's NSA pool (DeepSeek-V3.2): "
-                f"got {page_size}"
-            )
-
-    def sglang_pool_bytes(self, tokens, page_size: int, logged: bool = False):
-        """The MLA / NSA pool's buffers for `tokens`: tokens + page_size latent rows a layer
-        (MLATokenToKVPool), plus, for NSA, (tokens + page_size + 1) // page_size pages of
-        indexer keys (NSATokenToKVPool.index_k_with_scale_buffer). `logged`: only what the
-        "KV size" line counts (the indexer from #11309 on)."""
-        layers = max(self.rank_layers)
-        out = (tokens + page_size) * self.token_bytes * layers
-        if self.index_bytes and (self.index_counted or not logged):
-            pages = (tokens + page_size + 1) // page_size
-            out = out + pages * page_size * self.index_bytes * layers
-        return out
-
-
-def _min(a, b):
-    if isinstance(a, int) and isinstance(b, int):
-        return min(a, b)
-    import numpy as np
-
-    return np.minimum(a, b)
 
 
 def token_bytes(spec: ModelSpec, tp: int, kv_dtype: str) -> int:
@@ -216,15 +101,21 @@ def kv_layout(
     dsa: str = "",
     gpu: str = "",
     state_args: StateArgs = StateArgs(),  # noqa: B008 (an immutable NamedTuple)
+    speculation: Speculation = Speculation(),  # noqa: B008 (an immutable NamedTuple)
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
     model dtype; `state_args`: vLLM's settings for it; `dsa`: vLLM's
     latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset
-    (vLLM's linear layers' prefix-cache layout depends on it from 0.33.0)."""
+    (vLLM's linear layers' prefix-cache layout depends on it from 0.33.0); `speculation`: vLLM's
+    MTP layers and speculative tokens (calc.serving.vllm_spec; one pipeline rank)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
+    if speculation.draft_layers:  # the drafter's layers: the target's attention (vllm_spec)
+        counts = {**counts, "full_attention": counts.get("full_attention", 0)}
+        counts["full_attention"] += speculation.draft_layers
+        split = (split[0] + speculation.draft_layers,)
     if "sliding_attention" in counts and "chunked_attention" in counts:
         _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")
     tb = token_bytes(spec, tp, kv_dtype)
@@ -238,6 +129,7 @@ def kv_layout(
         kv_bytes=kb,
         kv_heads=heads,
         head_size=size,
+        speculation=speculation,
     )
     linear = sum(counts.get(k, 0) for k in STATE_KINDS)
     if "indexed_attention" in counts:
@@ -253,9 +145,14 @@ def kv_layout(
                 "Hybrid KV cache manager is disabled but failed to convert the KV cache specs "
                 "to one unified type."
             )
-        common["state_bytes"] = vllm_state_bytes(spec, tp, version, state_dtype, state_args[:2])
+        extra = conv_columns(spec, version, speculation.tokens)
+        common["state_bytes"] = vllm_state_bytes(
+            spec, tp, version, state_dtype, state_args[:2], extra
+        )
         pc, mode = state_args.enable_prefix_caching, state_args.mamba_cache_mode
-        common["state_pages"] = vllm_state_pages(spec, version, gpu, pc, mode)
+        pages = vllm_state_pages(spec, version, gpu, pc, mode)
+        more = state_spec_pages(pages.mode, version, speculation.tokens)
+        common["state_pages"] = pages._replace(speculative=more)
     kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")
@@ -273,7 +170,8 @@ def kv_layout(
         if max(kinds.values()) < size * ratio:
             size = max(kinds.values())
         groups = tuple(Group(k, size) for k, n in kinds.items() for _ in range(cdiv(n, size)))
-        return KVLayout(groups, size, split, tb, **common)
+        padding = tuple((-n % size, n) for n in kinds.values() if n % size)
+        return KVLayout(groups, size, split, tb, **common, padding=padding)
     only = next(iter(kinds)) if len(kinds) == 1 else "full_attention"
     group = Group(only, max(split))
     return KVLayout((group,), max(split), split, tb, **common)

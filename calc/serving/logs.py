@@ -6,8 +6,9 @@ max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_
 max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
 kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
 needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
-mamba_page_padding_pct (vLLM's hybrid config lines), max_running_requests and context_len
-(SGLang's scheduler line), max_mamba_cache_size, engine.
+mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, speculative_method and
+num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
+scheduler line), max_mamba_cache_size, engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
 "Worker_TP0", "Worker_PP0", "TP0 ") wins, else the first occurrence.
 vLLM V1 from 0.9.2 (DEBUG, gpu_worker.py): "Memory profiling takes X seconds. Total non KV cache
@@ -74,6 +75,13 @@ PATTERNS: dict[str, re.Pattern] = {
     "max_running_requests": re.compile(
         rf"max_prefill_tokens=[0-9]+, max_running_requests={_NUM}, context_len={_NUM}"
     ),
+    # vLLM's engine line: SpeculativeConfig(method='mtp', model=..., num_spec_tokens=3)
+    # (calc.serving.vllm_spec; the config's __repr__, 0.11.0 - 0.33.0)
+    "speculative": re.compile(
+        r"SpeculativeConfig\(method='([a-z0-9_]+)'.*?num_spec_tokens=([0-9]+)"
+    ),
+    # vLLM's group padding warning (calc.serving.vllm_spec.padding_lines): the first kind's
+    "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
 # llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
@@ -98,6 +106,7 @@ _INT_KEYS = {
     "max_running_requests",
     "max_mamba_cache_size",
     "attention_block_size",
+    "padding_layers",
 }
 
 
@@ -132,6 +141,9 @@ def parse_log(text: str) -> dict:
         elif key == "max_concurrency":
             out["max_model_len"] = _num(match.group(1), "estimated_max_model_len")
             out[key] = _num(match.group(2), key)
+        elif key == "speculative":
+            out["speculative_method"] = match.group(1)
+            out["num_speculative_tokens"] = int(match.group(2))
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)

@@ -39,6 +39,7 @@ from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
+from calc.serving.vllm_spec import Speculation, padding_lines, speculation
 from calc.spec import ModelSpec
 
 
@@ -110,14 +111,16 @@ def prepare(
         block, block_line = vllm_mla_block(v, cap, kv, given, spec.qk_nope_head_dim)
         if block != config.block_size:
             config = config.model_copy(update={"block_size": block})
-    hybrid, chunked, flags = True, True, StateArgs()
+    hybrid, chunked, flags, sp = True, True, StateArgs(), Speculation()
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
         chunked, flags = config.allow_chunked_local_attn_hybrid, config.state_args
+        method, k = config.speculative_method, config.num_speculative_tokens
+        sp = speculation(spec, v, method, k, pp=pp, dcp=config.decode_context_parallel_size)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
-    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags)
+    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags, sp)
     if block_line:  # the engine's line for the block / page its backend takes
         lay = replace(lay, block_line=block_line)
     if config.engine == "vllm":
@@ -165,12 +168,24 @@ def engine_plan(
     return _vllm(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)
 
 
+ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
+
+
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
+    # an MTP drafter's weights are not modelled: no weights figure (vllm_spec)
+    mtp = config.speculative_method not in (None, "ngram")
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)
         source = "given"
+    elif config.speculative_method:
+        what = "the drafter's weights and " if mtp else ""
+        raise ValueError(
+            f"'speculative_method' {config.speculative_method!r}: {what}vLLM's speculative "
+            "profile run (the rejection sampler's) are not modelled, so the available memory "
+            "cannot be derived: plan from a logged 'available_kv_gib' (--available-kv-gib)"
+        )
     else:
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
@@ -182,10 +197,9 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     )
     tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
-    lines = [
-        *page_lines(lay, config.block_size),
-        f"Model loading took {weights[rank] / GIB:.4f} GiB",
-    ]
+    lines = [*page_lines(lay, config.block_size)]
+    if not mtp:
+        lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
     if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
         lines.insert(0, lay.block_line)
     if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
@@ -193,11 +207,12 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     if config.is_v1:
         refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
         cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
-        lines += [f"Available KV cache memory: {a / GIB:.2f} GiB", *([cp] if cp else [])]
-        lines += [
-            f"GPU KV cache size: {tokens:,} tokens",
-            f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
-        ]
+        lines += [f"Available KV cache memory: {a / GIB:.2f} GiB", *padding_lines(lay)]
+        lines += [cp] if cp else []
+        size = f"GPU KV cache size: {tokens:,} tokens"
+        most = f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
+        # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
+        lines += [f"{size}, {most}"] if config.version_tuple >= ONE_LINE_FROM else [size, most]
     else:
         refusal = m.vllm_v0_refusal(L, n, B)
         lines += [
@@ -210,8 +225,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     return EnginePlan(
         **identity(spec, hw, config, kd, source, total),
         max_num_batched_tokens=config.max_num_batched_tokens,
-        weights_bytes=max(weights),
-        weights_gib=round(max(weights) / GIB, 4),
+        weights_bytes=None if mtp else max(weights),
+        weights_gib=None if mtp else round(max(weights) / GIB, 4),
         activation_bytes=act,
         non_torch_bytes=nt,
         cudagraph_bytes=cg,
@@ -223,5 +238,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,
+        speculative_method=config.speculative_method,
+        num_speculative_tokens=lay.speculation.tokens or None,
+        draft_layers=lay.speculation.draft_layers,
         log_lines=lines,
     )

@@ -36,6 +36,11 @@ class EnginePlan(Result):
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)
+    # vLLM --speculative-config (calc.serving.vllm_spec): the method, its tokens (MTP's default:
+    # the model's MTP layers) and the drafter's layers in the KV-cache groups
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
+    draft_layers: int = 0
     log_lines: list[str]
 
     @property

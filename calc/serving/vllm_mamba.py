@@ -14,8 +14,8 @@ Releases: MambaSpec with page-size unification for NemotronH and GraniteMoeHybri
 Mamba-2, so they are refused); Nemotron-H's MoE blocks ("E", NemotronHMoE): absent from
 nemotron_h.py in 0.11.0, present in 0.12.0; vLLM's recipe (docs.vllm.ai/projects/recipes,
 NVIDIA/Nemotron-3-Nano-30B-A3B) says 0.11.2 also supports Nemotron 3 Nano, so 0.11.2 is the
-floor (its sdist not read). use_replayssm (off by default, 0.33.0) and speculative tokens
-(num_spec extra conv columns) are not modelled: kvcalc plans neither.
+floor (its sdist not read). use_replayssm (off by default, 0.33.0) is not modelled. Speculative
+tokens (k more conv columns, k more pages a request): calc/serving/vllm_spec.py.
 Prefix caching (--enable-prefix-caching / --no-enable-prefix-caching; VllmConfig.
 enable_prefix_caching, None: the release's default) decides how a request holds a state group
 (MambaSpec.max_memory_usage_bytes / max_num_blocks_per_req), by release:
@@ -117,18 +117,26 @@ def check_vllm_state_version(spec, version: tuple[int, ...]) -> None:
 
 
 def vllm_state_bytes(
-    spec, tp: int, version: tuple[int, ...], model_dtype: str, flags: tuple[str, str] = AUTO
+    spec,
+    tp: int,
+    version: tuple[int, ...],
+    model_dtype: str,
+    flags: tuple[str, str] = AUTO,
+    extra_columns: int = 0,
 ) -> int:
     """One linear layer's state on one TP rank (the MambaSpec page before padding); `flags`:
-    --mamba-cache-dtype and --mamba-ssm-cache-dtype (calc.serving.vllm_state_dtype)."""
+    --mamba-cache-dtype and --mamba-ssm-cache-dtype (calc.serving.vllm_state_dtype);
+    `extra_columns`: the conv state's columns for speculative tokens (vllm_spec.conv_columns)."""
     check_vllm_state_version(spec, version)
     conv_dtype, ssm_dtype = vllm_state_dtypes(spec, version, model_dtype, flags)
     if "mamba" in spec.attention_counts:
         conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp)
+        conv += conv // (spec.conv_kernel - 1) * extra_columns  # conv_dim / tp a column
         return (conv * dtype_bits(conv_dtype) + ssm * dtype_bits(ssm_dtype)) // 8
     kind = KINDS["linear_attention"]
-    conv = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
-    recurrent = kind.state_elems(spec, "engine") - conv
+    base = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)
+    recurrent = kind.state_elems(spec, "engine") - base
+    conv = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1 + extra_columns)
     return (conv * dtype_bits(conv_dtype) + recurrent * dtype_bits(ssm_dtype)) // 8 // tp
 
 
@@ -164,11 +172,13 @@ class StatePages(NamedTuple):
     mode: str = "none"  # mamba_cache_mode: "none", "all" or "align"
     checkpoint: int = 0  # num_prefill_checkpoint_blocks ("align")
     alignment: int = 1  # folded into the attention block's: a checkpoint's, or "all"'s chunk
+    speculative: int = 0  # num_speculative_blocks counted a request (vllm_spec.state_spec_pages)
 
     def per_request(self, max_model_len: int, mamba_block: int) -> int:
         if self.mode == "all":
-            return -(-max_model_len // mamba_block)
-        return 2 + self.checkpoint if self.mode == "align" else 1
+            return -(-max_model_len // mamba_block) + self.speculative
+        base = 2 + self.checkpoint if self.mode == "align" else 1
+        return base + self.speculative
 
 
 def prefix_caching(spec, version: tuple[int, ...], given: bool | None) -> bool:

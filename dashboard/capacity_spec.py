@@ -1,0 +1,56 @@
+"""The capacity page's Engine section: vLLM's speculative decoding (calc.serving.vllm_spec: an
+MTP drafter's layers and the speculative tokens in the KV cache) and a logged "Available KV
+cache memory" to plan from instead of deriving it (needed with speculative decoding, whose
+drafter kvcalc does not size)."""
+
+import streamlit as st
+
+from dashboard import state, ui
+
+METHODS = ["none", "mtp", "ngram"]
+MAX_SPEC_TOKENS = 64
+MAX_GIVEN_GIB = 4096.0
+
+
+def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
+    """vLLM's --speculative-config method and tokens, and (both engines) a given available
+    memory; returns their URL keys, the settings they set and the given GiB (None: derive)."""
+    c = st.columns(4)
+    keys, out = [], {}
+    if engine == "vllm":
+        state.init("espec", "none", choices=METHODS)
+        method = c[0].selectbox(
+            "speculative method",
+            METHODS,
+            key=state.wkey("espec"),
+            help="--speculative-config's method: mtp drafts with the model's own MTP layers "
+            "(DeepSeek-V3 / R1, GLM-4.5, Qwen3-Next, Qwen3.5), one more attention layer each in "
+            "the KV cache; ngram has no drafter. Both change a linear layer's state. The "
+            "drafter is not sized, so give the logged available memory.",
+        )
+        keys.append("espec")
+        if method != "none":
+            with c[1]:
+                k = ui.optional_input(
+                    "espk",
+                    "num_speculative_tokens",
+                    1,
+                    MAX_SPEC_TOKENS,
+                    whole=True,
+                    blank="the MTP layers (mtp)",
+                    field="num_speculative_tokens",
+                )
+            keys.append("espk")
+            out = {"speculative_method": method, "num_speculative_tokens": k}
+    with c[2]:
+        given = ui.optional_input(
+            "egiven",
+            "Available KV cache memory, GiB (from a log)",
+            0.01,
+            MAX_GIVEN_GIB,
+            whole=False,
+            blank="derived",
+            field="available_kv_gib",
+        )
+    keys.append("egiven")
+    return keys, out, given
