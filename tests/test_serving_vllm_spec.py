@@ -242,3 +242,22 @@ def test_the_log_parser_reads_the_speculative_config():
 def test_calibrating_on_an_mtp_log_is_refused_by_name():
     with pytest.raises(ValueError, match="'speculative_method' 'mtp'.*cannot be derived"):
         calibrate(ENGINE_LINE, "qwen3.5-27b", "rtx-5090", version="0.20.0")
+
+
+def test_a_grid_of_mtp_plans_is_the_plans_and_refuses_to_derive():
+    from calc.serving.grid import engine_plan_grid
+
+    kw = dict(version="0.25.1", kv_cache_dtype="fp8_e4m3", max_num_batched_tokens=8192,
+              max_num_seqs=10, enable_prefix_caching=True, speculative_method="mtp",
+              num_speculative_tokens=3)  # fmt: skip
+    df = engine_plan_grid("qwen3.5-27b", "rtx-pro-6000", "vllm", available_kv_gib=[54.05, 20.0],
+                          max_model_len=[32768], **kw)  # fmt: skip
+    for row, gib in zip(df.itertuples(), (54.05, 20.0), strict=True):
+        p = engine_plan("qwen3.5-27b", "rtx-pro-6000", "vllm", max_model_len=32768,
+                        available_kv_gib=gib, **kw)  # fmt: skip
+        assert (row.num_gpu_blocks, row.gpu_kv_cache_tokens) == (p.num_gpu_blocks,
+                                                                 p.gpu_kv_cache_tokens)  # fmt: skip
+    assert df["gpu_kv_cache_tokens"].iloc[0] == 947_541 and df["weights_gib"].isna().all()
+    with pytest.raises(ValueError, match="cannot be derived"):
+        engine_plan_grid("qwen3.5-27b", "rtx-pro-6000", "vllm",
+                         gpu_memory_utilization=[0.8, 0.9], **kw)  # fmt: skip

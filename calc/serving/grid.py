@@ -16,6 +16,7 @@ from calc.serving import figures as f
 from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
+from calc.serving.vllm_spec import check_derivable, has_drafter
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
 
@@ -50,6 +51,7 @@ def engine_plan_grid(
     n_rows = len(next(iter(cols.values()))) if cols else (1 if given is None else len(given))
     L = cols.get("max_model_len", np.full(n_rows, cfg.max_model_len)).astype(np.int64)
     w = max(weights)
+    spec_method = getattr(cfg, "speculative_method", None)  # vLLM's only
     if engine == "sglang":
         if given is not None:
             rest = f.given_bytes(given)
@@ -69,6 +71,7 @@ def engine_plan_grid(
         if given is not None:
             per_rank = [f.given_bytes(given)] * len(weights)
         else:
+            check_derivable(cfg.speculative_method)
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
             act, nt, cg = overheads(spec, cfg, wd, calibration, hw)
             per_rank = f.vllm_available(cfg, weights, total, act, nt, cg, u)
@@ -76,7 +79,8 @@ def engine_plan_grid(
         avail = r["available_bytes"]
     out = {
         **cols,
-        "weights_gib": np.full(n_rows, w / GIB),
+        # an MTP drafter's weights are not modelled (calc.serving.vllm_spec): no figure
+        "weights_gib": np.full(n_rows, np.nan if has_drafter(spec_method) else w / GIB),
         "available_kv_cache_gib": avail / GIB,
         "num_gpu_blocks": r["num_gpu_blocks"],
         "gpu_kv_cache_tokens": r["tokens"],

@@ -39,7 +39,13 @@ from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
-from calc.serving.vllm_spec import Speculation, padding_lines, speculation
+from calc.serving.vllm_spec import (
+    Speculation,
+    check_derivable,
+    has_drafter,
+    padding_lines,
+    speculation,
+)
 from calc.spec import ModelSpec
 
 
@@ -174,19 +180,13 @@ ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     # an MTP drafter's weights are not modelled: no weights figure (vllm_spec)
-    mtp = config.speculative_method not in (None, "ngram")
+    mtp = has_drafter(config.speculative_method)
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)
         source = "given"
-    elif config.speculative_method:
-        what = "the drafter's weights and " if mtp else ""
-        raise ValueError(
-            f"'speculative_method' {config.speculative_method!r}: {what}vLLM's speculative "
-            "profile run (the rejection sampler's) are not modelled, so the available memory "
-            "cannot be derived: plan from a logged 'available_kv_gib' (--available-kv-gib)"
-        )
     else:
+        check_derivable(config.speculative_method)
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
         avail = f.vllm_available(config, weights, total, act, nt, cg, u)

@@ -219,3 +219,21 @@ def parse_speculative_config(text: str) -> tuple[str | None, int | None]:
     if method is None:
         raise ValueError("'speculative_config.method' is required (kvcalc plans mtp and ngram)")
     return method, tokens
+
+
+def check_derivable(method: str | None) -> None:
+    """A plan that derives the available memory is refused with speculative decoding (the
+    module docstring): plan.engine_plan and grid.engine_plan_grid."""
+    if not method:
+        return
+    what = "the drafter's weights and " if method != "ngram" else ""
+    raise ValueError(
+        f"'speculative_method' {method!r}: {what}vLLM's speculative profile run (the rejection "
+        "sampler's) are not modelled, so the available memory cannot be derived: plan from a "
+        "logged 'available_kv_gib' (--available-kv-gib)"
+    )
+
+
+def has_drafter(method: str | None) -> bool:
+    """An MTP drafter, whose weights kvcalc does not model (no weights figure)."""
+    return method not in (None, "ngram")
