@@ -261,3 +261,20 @@ def test_a_grid_of_mtp_plans_is_the_plans_and_refuses_to_derive():
     with pytest.raises(ValueError, match="cannot be derived"):
         engine_plan_grid("qwen3.5-27b", "rtx-pro-6000", "vllm",
                          gpu_memory_utilization=[0.8, 0.9], **kw)  # fmt: skip
+
+
+def test_an_imported_config_plans_as_its_preset():
+    # a config.json's family is its model_type (deepseek_v3, qwen3_5_text): the same drafter
+    from pathlib import Path
+
+    from calc import from_hf_config
+
+    fixture = Path(__file__).parent / "fixtures" / "hf" / "modern" / "deepseek-v3.json"
+    spec = from_hf_config(fixture)
+    assert spec.family == "deepseek_v3"
+    kw = dict(version="0.11.0", available_kv_gib=40, tensor_parallel_size=8,
+              max_model_len=32768, speculative_method="mtp")  # fmt: skip
+    a = engine_plan(spec, "h200", "vllm", **kw)
+    b = engine_plan("deepseek-v3", "h200", "vllm", **kw)
+    blocks = 40 * GIB // (62 * 64 * 576 * 2)  # 61 + 1 MLA layers, FlashMLA blocks of 64
+    assert (a.draft_layers, a.num_gpu_blocks) == (b.draft_layers, b.num_gpu_blocks) == (1, blocks)

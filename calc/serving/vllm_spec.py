@@ -8,7 +8,8 @@ Methods kvcalc plans (VllmConfig.speculative_method):
   "mtp": "method `...` is deprecated and replaced with mtp."); 0.9.2 - 0.10.2 knew only the
   model-specific names, which kvcalc does not plan (refused). hf_config_override maps a target
   to its MTP drafter: DeepSeek-V3 / R1 (deepseek_v3) and GLM-4.5 / 4.6 (Glm4MoeForCausalLM) and
-  Qwen3-Next from 0.11.0, Qwen3.5 (qwen3_5, qwen3_5_moe) from 0.17.0. The drafter builds
+  Qwen3-Next from 0.11.0, GLM-4.7-Flash (Glm4MoeLiteForCausalLM) from 0.16.0, Qwen3.5 (qwen3_5,
+  qwen3_5_moe) from 0.17.0. The drafter builds
   num_nextn_predict_layers layers (deepseek_mtp.py, glm4_moe_mtp.py; qwen3_next_mtp.py
   getattr(config, "num_nextn_predict_layers", 1): Qwen3-Next's config.json has none, so 1;
   qwen3_5_mtp.py mtp_num_hidden_layers), each a decoder layer with the target's attention
@@ -47,12 +48,19 @@ MTP_ALIASES = (
 )
 METHODS = ("mtp", "ngram", *MTP_ALIASES)
 DRAFT_CHECKPOINT = ("eagle", "eagle3", "draft_model", "medusa", "mlp_speculator")
-# hf_config_override's MTP drafters, by kvcalc's model family: the first release read with it
+# hf_config_override's MTP drafters, by kvcalc's model family (a preset's name, or the
+# config.json's model_type for an imported model): the first release read with it
 MTP_FAMILIES = {
     "deepseek": (0, 11, 0),
+    "deepseek_v3": (0, 11, 0),
     "glm": (0, 11, 0),
+    "glm4_moe": (0, 11, 0),
     "qwen3-next": (0, 11, 0),
+    "qwen3_next": (0, 11, 0),
+    "glm4_moe_lite": (0, 16, 0),  # Glm4MoeLiteForCausalLM (GLM-4.7-Flash): absent in 0.14.1
     "qwen3.5": (0, 17, 0),
+    "qwen3_5_text": (0, 17, 0),
+    "qwen3_5_moe_text": (0, 17, 0),
 }
 GDN_CONV_FROM = (0, 10, 2)
 MAMBA2_CONV_FROM = (0, 17, 0)
@@ -73,7 +81,7 @@ def _release(v: tuple[int, ...]) -> str:
 
 def mtp_layers(spec) -> int:
     """The layers vLLM's MTP drafter builds for this model (module docstring)."""
-    if spec.family == "qwen3-next":
+    if spec.family in ("qwen3-next", "qwen3_next"):
         return spec.num_nextn_predict_layers or 1
     return spec.num_nextn_predict_layers
 
