@@ -376,3 +376,12 @@ def test_vllm_mtp_from_a_given_memory_is_calc_serving_and_needs_the_memory():
     # derived, MTP is refused in one line naming the setting
     at = open_page("capacity", **page, ever="0.25.1", espec="mtp")
     assert "'speculative_method' 'mtp'" in errors(at) and "available_kv_gib" in errors(at)
+
+
+def test_sglang_from_a_given_memory_is_calc_serving():
+    at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="40")
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.23", available_kv_gib=40)
+    # 40 GiB over 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 128 KiB a token
+    assert p.gpu_kv_cache_tokens == 40 * GIB // (32 * 8 * 128 * 2 * 2)
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
