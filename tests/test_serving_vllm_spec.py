@@ -107,7 +107,8 @@ def test_glm_and_qwen3_next_drafters():
     p = engine_plan("qwen3-next-80b-a3b", "h100-sxm", "vllm", version="0.14.1",
                     available_kv_gib=20, tensor_parallel_size=4, max_model_len=32768,
                     speculative_method="qwen3_next_mtp", num_speculative_tokens=2)  # fmt: skip
-    assert (p.kv_groups, p.draft_layers) == (4, 1)
+    assert (p.kv_groups, p.draft_layers, p.speculative_method) == (4, 1, "mtp")
+    assert p.log_lines[0] == "method `qwen3_next_mtp` is deprecated and replaced with mtp."
     assert "Add 3 padding layers, may waste at most 8.33% KV cache memory" in p.log_lines
 
 
@@ -220,6 +221,8 @@ def test_cli_plans_and_refuses_in_one_line():
         r = run_cli(*base, *extra)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli(*base, *spec, "--target-concurrency", "10")  # the inverse derives: refused
+    assert r.returncode == 2 and "'--target-concurrency'" in r.stderr
     r = run_cli("plan", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang", *spec)
     assert r.returncode == 2 and "is a vLLM setting" in r.stderr
 

@@ -81,6 +81,11 @@ def _inverse(args, spec, hw, settings) -> dict:
     from calc.serving import inverse as inv
 
     c, e = args.target_concurrency, args.engine
+    if settings.get("speculative_method"):  # each answer derives the available memory
+        raise ValueError(
+            "'--target-concurrency' derives the available memory for each setting it tries, "
+            "which speculative decoding does not allow (calc.serving.vllm_spec): drop it"
+        )
     key = "gpu_memory_utilization" if e == "vllm" else "mem_fraction_static"
     return {
         key: inv.utilization_for(spec, hw, e, c, **settings),

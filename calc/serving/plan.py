@@ -41,8 +41,10 @@ from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_spec import (
     Speculation,
+    canonical_method,
     check_derivable,
     has_drafter,
+    method_lines,
     padding_lines,
     speculation,
 )
@@ -197,7 +199,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     )
     tokens, conc = r["tokens"], r["max_concurrency"]
     groups = len(lay.groups)
-    lines = [*page_lines(lay, config.block_size)]
+    lines = [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
     if not mtp:
         lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
     if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
@@ -238,7 +240,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,
-        speculative_method=config.speculative_method,
+        speculative_method=canonical_method(config.speculative_method),
         num_speculative_tokens=lay.speculation.tokens or None,
         draft_layers=lay.speculation.draft_layers,
         log_lines=lines,

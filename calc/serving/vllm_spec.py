@@ -245,3 +245,15 @@ def check_derivable(method: str | None) -> None:
 def has_drafter(method: str | None) -> bool:
     """An MTP drafter, whose weights kvcalc does not model (no weights figure)."""
     return method not in (None, "ngram")
+
+
+def method_lines(method: str | None) -> list[str]:
+    """SpeculativeConfig.__post_init__'s warning for a model-specific MTP name (0.11.0 on)."""
+    if method in MTP_ALIASES:
+        return [f"method `{method}` is deprecated and replaced with mtp."]
+    return []
+
+
+def canonical_method(method: str | None) -> str | None:
+    """The method vLLM runs: "mtp" for its aliases."""
+    return "mtp" if method in MTP_ALIASES else method
