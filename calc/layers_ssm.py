@@ -41,14 +41,15 @@ class Mamba2(Linear):
         return spec.mamba_num_heads * spec.mamba_head_dim * spec.ssm_state_size
 
     @staticmethod
-    def rank_state_elems(spec, tp: int) -> tuple[int, int]:
+    def rank_state_elems(spec, tp: int, extra_columns: int = 0) -> tuple[int, int]:
         """One TP rank's (conv, SSM) state elements in the engines: vLLM MambaStateShapeCalculator.
         mamba2_state_shape (layers/mamba/mamba_utils.py, the same from 0.10.2 to 0.33.0) and
         SGLang Mamba2StateShape.create (configs/mamba_utils.py, 0.5.7 - 0.5.23) do the same
         arithmetic: n_groups widened to tp when tp does not divide it
         (extra_groups_for_head_shards: + tp - n_groups), conv (heads x head_dim + 2 x groups x N)
         / tp x (kernel - 1), SSM heads / tp x head_dim x N. MambaMixer2 asserts that tp divides
-        the heads and, unless n_groups is 1, n_groups."""
+        the heads and, unless n_groups is 1, n_groups. `extra_columns`: vLLM's conv state keeps
+        conv_kernel - 1 + num_spec columns with speculative decoding (calc.serving.vllm_spec)."""
         heads, groups = spec.mamba_num_heads, spec.n_groups
         if heads % tp:
             raise ValueError(
@@ -63,7 +64,7 @@ class Mamba2(Linear):
                 )
             groups = tp  # extra_groups_for_head_shards
         conv_dim = heads * spec.mamba_head_dim + 2 * groups * spec.ssm_state_size
-        conv = conv_dim // tp * (spec.conv_kernel - 1)
+        conv = conv_dim // tp * (spec.conv_kernel - 1 + extra_columns)
         return conv, heads // tp * spec.mamba_head_dim * spec.ssm_state_size
 
     def conv_elems(self, spec, convention: Convention) -> int:

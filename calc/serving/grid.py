@@ -16,7 +16,7 @@ from calc.serving import figures as f
 from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
-from calc.serving.vllm_spec import check_derivable, has_drafter
+from calc.serving.vllm_spec import check_derivable
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
 
@@ -51,7 +51,6 @@ def engine_plan_grid(
     n_rows = len(next(iter(cols.values()))) if cols else (1 if given is None else len(given))
     L = cols.get("max_model_len", np.full(n_rows, cfg.max_model_len)).astype(np.int64)
     w = max(weights)
-    spec_method = getattr(cfg, "speculative_method", None)  # vLLM's only
     if engine == "sglang":
         if given is not None:
             rest = f.given_bytes(given)
@@ -80,7 +79,7 @@ def engine_plan_grid(
     out = {
         **cols,
         # an MTP drafter's weights are not modelled (calc.serving.vllm_spec): no figure
-        "weights_gib": np.full(n_rows, np.nan if has_drafter(spec_method) else w / GIB),
+        "weights_gib": np.full(n_rows, np.nan if lay.speculation.draft_layers else w / GIB),
         "available_kv_cache_gib": avail / GIB,
         "num_gpu_blocks": r["num_gpu_blocks"],
         "gpu_kv_cache_tokens": r["tokens"],

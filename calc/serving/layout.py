@@ -113,8 +113,8 @@ def kv_layout(
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
     if speculation.draft_layers:  # the drafter's layers: the target's attention (vllm_spec)
-        counts = {**counts, "full_attention": counts.get("full_attention", 0)}
-        counts["full_attention"] += speculation.draft_layers
+        full = counts.get("full_attention", 0) + speculation.draft_layers
+        counts = {**counts, "full_attention": full}
         split = (split[0] + speculation.draft_layers,)
     if "sliding_attention" in counts and "chunked_attention" in counts:
         _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")

@@ -43,7 +43,6 @@ from calc.serving.vllm_spec import (
     Speculation,
     canonical_method,
     check_derivable,
-    has_drafter,
     method_lines,
     padding_lines,
     speculation,
@@ -182,7 +181,7 @@ ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     # an MTP drafter's weights are not modelled: no weights figure (vllm_spec)
-    mtp = has_drafter(config.speculative_method)
+    mtp = lay.speculation.draft_layers > 0
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)

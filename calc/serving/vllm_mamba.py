@@ -130,8 +130,7 @@ def vllm_state_bytes(
     check_vllm_state_version(spec, version)
     conv_dtype, ssm_dtype = vllm_state_dtypes(spec, version, model_dtype, flags)
     if "mamba" in spec.attention_counts:
-        conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp)
-        conv += conv // (spec.conv_kernel - 1) * extra_columns  # conv_dim / tp a column
+        conv, ssm = KINDS["mamba"].rank_state_elems(spec, tp, extra_columns)
         return (conv * dtype_bits(conv_dtype) + ssm * dtype_bits(ssm_dtype)) // 8
     kind = KINDS["linear_attention"]
     base = kind.conv_dim(spec) * (spec.linear_conv_kernel_dim - 1)

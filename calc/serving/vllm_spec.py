@@ -87,7 +87,8 @@ def mtp_layers(spec) -> int:
 
 
 def check_method(method: str | None, tokens: int | None) -> None:
-    """The model-independent checks of the two settings (VllmConfig)."""
+    """The model-independent checks of the two settings (VllmConfig, whose field already
+    refuses a num_speculative_tokens under 1)."""
     if method is None:
         if tokens is not None:
             raise ValueError(
@@ -104,8 +105,6 @@ def check_method(method: str | None, tokens: int | None) -> None:
         raise ValueError(
             f"'speculative_method' must be one of {', '.join(METHODS)}: got {method!r}"
         )
-    if tokens is not None and tokens < 1:
-        raise ValueError(f"'num_speculative_tokens' must be at least 1: got {tokens}")
     if method == "ngram" and tokens is None:
         raise ValueError("'num_speculative_tokens' is required with the ngram method")
 
@@ -119,8 +118,8 @@ def speculation(
     pp: int = 1,
     dcp: int = 1,
 ) -> Speculation:
-    """The checked speculative settings for `spec` in vLLM `version` (module docstring)."""
-    check_method(method, tokens)
+    """The speculative settings (VllmConfig's, already through check_method) checked against
+    `spec` in vLLM `version` (module docstring)."""
     if method is None:
         return Speculation()
     if method == "ngram":
@@ -240,11 +239,6 @@ def check_derivable(method: str | None) -> None:
         "sampler's) are not modelled, so the available memory cannot be derived: plan from a "
         "logged 'available_kv_gib' (--available-kv-gib)"
     )
-
-
-def has_drafter(method: str | None) -> bool:
-    """An MTP drafter, whose weights kvcalc does not model (no weights figure)."""
-    return method not in (None, "ngram")
 
 
 def method_lines(method: str | None) -> list[str]:
