@@ -28,7 +28,7 @@ report: $(STAMP)
 	$(BIN)/kvcalc kv llama-3-70b --seq 8192
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check calc dashboard tests benchmarks
