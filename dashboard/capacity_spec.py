@@ -1,6 +1,7 @@
 """The capacity page's Engine section: vLLM's speculative decoding (calc.serving.vllm_spec: an
-MTP drafter's layers and the speculative tokens in the KV cache) and a logged "Available KV
-cache memory" to plan from instead of deriving it (needed with speculative decoding, whose
+MTP drafter's layers and the speculative tokens in the KV cache), SGLang's (calc.serving.
+sglang_spec: --speculative-algorithm and its three numbers) and a logged "Available KV cache
+memory" to plan from instead of deriving it (needed with vLLM's speculative decoding, whose
 drafter kvcalc does not size)."""
 
 import streamlit as st
@@ -8,15 +9,24 @@ import streamlit as st
 from dashboard import state, ui
 
 METHODS = ["none", "mtp", "ngram"]
+ALGORITHMS = ["none", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
+SGLANG_NUMBERS = (  # URL key, server argument, its largest value here
+    ("esteps", "speculative_num_steps", 64),
+    ("etopk", "speculative_eagle_topk", 64),
+    ("edraft", "speculative_num_draft_tokens", 1024),
+)
 MAX_SPEC_TOKENS = 64
 MAX_GIVEN_GIB = 4096.0
 
 
 def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
-    """vLLM's --speculative-config method and tokens, and (both engines) a given available
-    memory; returns their URL keys, the settings they set and the given GiB (None: derive)."""
+    """vLLM's --speculative-config method and tokens, SGLang's --speculative-algorithm and its
+    numbers, and (both engines) a given available memory; returns their URL keys, the settings
+    they set and the given GiB (None: derive)."""
     c = st.columns(4)
     keys, out = [], {}
+    if engine == "sglang":
+        keys, out = _sglang_inputs(c[0])
     if engine == "vllm":
         state.init("espec", "none", choices=METHODS)
         method = c[0].selectbox(
@@ -54,3 +64,33 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         )
     keys.append("egiven")
     return keys, out, given
+
+
+def _sglang_inputs(col) -> tuple[list[str], dict]:
+    state.init("esalg", "none", choices=ALGORITHMS)
+    algorithm = col.selectbox(
+        "speculative algorithm",
+        ALGORITHMS,
+        key=state.wkey("esalg"),
+        help="SGLang 0.4.7.post1 - 0.5.6.post2: --speculative-algorithm. The target's pool gets "
+        "max_running_requests x (steps x topk + draft tokens) + 100 more tokens, "
+        "max_running_requests defaults to 48 and the default mem_fraction_static reserves "
+        "2 GiB more (STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
+        "/ R1: its pool is the second 'KV Cache is allocated' line).",
+    )
+    if algorithm == "none":
+        return ["esalg"], {}
+    keys, out = ["esalg"], {"speculative_algorithm": algorithm}
+    for c, (key, field, hi) in zip(st.columns(4), SGLANG_NUMBERS, strict=False):
+        with c:
+            out[field] = ui.optional_input(
+                key,
+                field,
+                1,
+                hi,
+                whole=True,
+                blank="SGLang's auto choice" if key == "esteps" else "by the others",
+                field=field,
+            )
+        keys.append(key)
+    return keys, out

@@ -9,6 +9,7 @@ import streamlit as st
 
 from calc.serving import inverse
 from calc.serving import sglang_requests as sr
+from calc.serving import sglang_spec as ss
 from calc.serving import vllm_dcp as dcp
 from calc.serving import vllm_mla_block as mb
 from calc.serving import vllm_spec as sd
@@ -103,6 +104,7 @@ ENGINE_VERSIONS = {
                 RATIO_FROM,
                 PADDING_SLOT_FROM,
                 *REQUESTS_CHANGES,  # max_running_requests (sglang_requests)
+                *ss.SPEC_CHANGES,  # speculative decoding (sglang_spec)
             )
         },
         key=sglang_version,

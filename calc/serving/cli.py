@@ -71,6 +71,16 @@ def cmd_engine_plan(args) -> int:
         )
         for line in p.log_lines:
             print(f"  {line}")
+        if p.engine == "sglang" and p.speculative_method:
+            draft = "not computed (the draft checkpoint's own config)"
+            if p.draft_kv_size_gib is not None:
+                draft = (
+                    f"{p.draft_kv_size_gib} GiB, {p.draft_layers} MTP layer(s): the 2nd pool line"
+                )
+            print(
+                f"speculative {p.speculative_method}: {p.num_speculative_tokens} draft tokens, "
+                f"max_running_requests {p.max_running_requests}; draft pool {draft}"
+            )
         if inverse:
             print(f"for {args.target_concurrency:g} requests of {p.max_model_len:,} tokens:")
             print_pairs([(k, "not reachable" if v is None else v) for k, v in inverse.items()])

@@ -15,9 +15,11 @@ SGLANG_ALTERNATIVE = {
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
     "--mamba-cache-mode": "--disable-radix-cache",
-    "--speculative-config": "no speculative setting that kvcalc models",
+    "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
+    "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
 VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
+SGLANG_SPEC_FLAGS = ("num_steps", "eagle_topk", "num_draft_tokens")
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -161,6 +163,15 @@ def add_engine_args(p) -> None:
         "KV cache from --available-kv-gib)",
     )
     g.add_argument(
+        "--speculative-algorithm",
+        default=None,
+        metavar="A",
+        help="SGLang 0.4.7.post1 - 0.5.6.post2: EAGLE, EAGLE3, NEXTN or STANDALONE",
+    )
+    for name in SGLANG_SPEC_FLAGS:
+        flag = "--speculative-" + name.replace("_", "-")
+        g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help="SGLang")
+    g.add_argument(
         "--target-concurrency",
         type=fraction,
         default=None,
@@ -206,8 +217,17 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-full-memory-ratio", args.mamba_full_memory_ratio, None),
             ("--disable-radix-cache", args.disable_radix_cache, None),
             ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
+            ("--speculative-algorithm", args.speculative_algorithm, None),
+            *(
+                ("--speculative-" + n.replace("_", "-"), getattr(args, f"speculative_{n}"), None)
+                for n in SGLANG_SPEC_FLAGS
+            ),
         ):
             if val != default:
+                if flag.startswith("--speculative"):
+                    raise ValueError(
+                        f"'{flag}' is an SGLang setting: vLLM takes --speculative-config"
+                    )
                 alt = VLLM_ALTERNATIVE.get(flag, "" if "dp" in flag else "--util / --block-size")
                 tail = f": vLLM takes {alt}" if alt else ""
                 raise ValueError(f"'{flag}' is an SGLang setting{tail}")
@@ -256,5 +276,7 @@ def engine_settings(args, spec) -> dict:
             mamba_full_memory_ratio=args.mamba_full_memory_ratio,
             disable_radix_cache=args.disable_radix_cache,
             mamba_ssm_dtype=args.mamba_ssm_dtype,
+            speculative_algorithm=args.speculative_algorithm,
+            **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in SGLANG_SPEC_FLAGS},
         )
     return s

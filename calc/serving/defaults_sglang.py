@@ -31,8 +31,11 @@ SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in environ.py). A given fra
 scaled from v0.4.9 (sglang_vlm_default_scale).
 DeepSeek NSA (V3.2): sglang #11061 (efbc687, first in v0.5.3rc2) set 0.8 whatever was given;
 #11309 (a4b424c, first in v0.5.3.post1) removed that.
-Not modelled, so not accepted: speculative decoding (+2 GiB, STANDALONE +6 GiB from v0.5.2
-b0d25e7, NGRAM +0 from v0.5.3rc2), --enable-piecewise-cuda-graph (+ its max tokens / 4 from
+Speculative decoding (calc.serving.sglang_spec, v0.4.7.post1 - v0.5.6.post2): + 2 GiB ("draft
+model and larger cuda graph buffers", in every wheel of the range), STANDALONE + 6 GiB from v0.5.2 (b0d25e7), added
+after the 10 GiB floor from v0.5.3rc2. Not modelled, so not accepted: the spec-dependent tp-table
+rules before v0.4.7.post1 (v0.4.7: x 0.95, or a 20 GiB reserve above 96 GiB), NGRAM (+0 from
+v0.5.3rc2), --enable-piecewise-cuda-graph (+ its max tokens / 4 from
 v0.5.5.post1 303cc95, sglang #12996; off by default), NPUs, AMD (rocm-smi's memory, and the
 aiter backend's x 0.90 / x 0.85), Ascend. The reserve reads cuda_graph_max_bs as given or by its
 default even with --disable-cuda-graph (as SGLang does).
@@ -54,6 +57,7 @@ import re
 from functools import lru_cache
 
 from calc.serving import defaults_sglang_2026 as sg26
+from calc.serving.sglang_spec import reserve_mib
 
 # versions are (major, minor, patch, n): n = post number, 0 for the release, rc - 100 for an rc
 SGLANG_TP_TABLE = ((0, 4, 0), (0, 4, 7, 1))  # [from, until): the tp table (module docstring)
@@ -134,13 +138,15 @@ def sglang_mem_fraction_default(
     dp_attention: bool = False,
     chunked_prefill_size: int | None = None,
     cuda_graph_max_bs: int | None = None,
+    speculative_algorithm: str | None = None,
     **newer,
 ) -> float:
     """SGLang's mem_fraction_static when unset, as ServerArgs.__post_init__ of that release
     computes it (module docstring). chunked_prefill_size / cuda_graph_max_bs: as given, None for
     the release's default; `newer`: what releases after v0.5.6.post2 also read
-    (defaults_sglang_2026.prefill_graph_extra_mib). A clear error before v0.4.0 and after the newest
-    release read."""
+    (defaults_sglang_2026.prefill_graph_extra_mib); `speculative_algorithm`: SGLang's, whose draft
+    the reserve grows for (sglang_spec.reserve_mib, v0.4.7.post1 on). A clear error before v0.4.0
+    and after the newest release read."""
     if not SGLANG_TP_TABLE[0] <= version <= SGLANG_NEWEST:
         raise ValueError(
             f"'mem_fraction_static' must be given for sglang {release_name(version)}: kvcalc knows the "
@@ -162,6 +168,7 @@ def sglang_mem_fraction_default(
             )
         if mem > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
+        reserved += reserve_mib(speculative_algorithm)  # after the floor (0b13cbb .. 5c8bd8b)
         return round((mem - reserved) / mem, 3)
     if version >= SGLANG_RESERVE_FROM:  # __post_init__ (f9dc9dd .. 86a32bb)
         n = tp * pp
@@ -175,6 +182,7 @@ def sglang_mem_fraction_default(
             reserved = 32 * 1024
         if dp_attention:
             reserved += 4 * 1024
+        reserved += reserve_mib(speculative_algorithm)
         return round((mem - reserved) / mem, 3)
     n = tp * pp if version >= SGLANG_H200_RELAX_FROM else tp  # parallel_size from #5724
     table = next((f for at, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)) if n >= at), 0.88)

@@ -23,6 +23,7 @@ from calc.serving.defaults import (
 )
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
+from calc.serving.sglang_spec import check_algorithm
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
@@ -182,9 +183,21 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     # --disable-piecewise-cuda-graph; None: the release's default (on from 0.5.10 where SGLang's
     # rules allow, defaults_sglang_2026.py); it changes the default mem_fraction_static
     disable_piecewise_cuda_graph: bool | None = None
+    # --speculative-algorithm and its three numbers (calc.serving.sglang_spec; engine_config
+    # completes them as ServerArgs does)
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = Field(default=None, gt=0)
+    speculative_eagle_topk: int | None = Field(default=None, gt=0)
+    speculative_num_draft_tokens: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
+        check_algorithm(
+            self.speculative_algorithm,
+            self.speculative_num_steps,
+            self.speculative_eagle_topk,
+            self.speculative_num_draft_tokens,
+        )
         f = self.mem_fraction_static
         if not 0 < f < 1:
             raise ValueError(f"'mem_fraction_static' must be in (0, 1): got {f}")
@@ -224,6 +237,7 @@ def engine_config(
     nemotron_h: bool = False,
     model_name: str = "",
     model_family: str = "",
+    sglang_arch: str = "other",
     **settings,
 ) -> VllmConfig | SglangConfig:
     """A validated config with the version's defaults for every setting left out or None.
@@ -234,7 +248,8 @@ def engine_config(
     num_hidden_layers and hidden_size; needed for a multimodal default from v0.4.9.post3),
     DeepSeek NSA (`nsa`; SGLang's DSA settings also `gpu_name` and `model_family`), and from
     SGLang 0.5.10 (its prefill CUDA graph) MLA (`mla`), linear attention, NemotronH (`nemotron_h`,
-    a Mamba-2 hybrid of that architecture) and the model's name.
+    a Mamba-2 hybrid of that architecture) and the model's name; SGLang's speculative defaults
+    the model's architecture (`sglang_arch`: calc.serving.sglang_spec.sglang_arch).
     A setting of the other engine is refused with its name.
     """
     if engine not in ENGINES:
@@ -275,6 +290,7 @@ def engine_config(
             model_name=model_name,
             gpu_name=gpu_name,
             model_family=model_family,
+            sglang_arch=sglang_arch,
         )
     kw.setdefault("max_model_len", model_max_len)
     return cls(engine=engine, version=version, **kw)

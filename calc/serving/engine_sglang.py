@@ -21,6 +21,7 @@ from calc.serving.defaults_sglang import (
     sglang_vlm_runner_scale,
 )
 from calc.serving.indexed_sglang import sglang_dsa_settings
+from calc.serving.sglang_spec import speculative_settings
 
 
 def sglang_settings(
@@ -38,11 +39,17 @@ def sglang_settings(
     nemotron_h: bool = False,
     gpu_name: str = "",
     model_family: str = "",
+    sglang_arch: str = "other",
 ) -> dict:
     """The given settings (None values already dropped) completed with `version`'s defaults;
     the arguments after `settings` are engine_config's (its docstring)."""
     kw = dict(settings)
     sv = sglang_version(version)
+    # max_running_requests 48 and the draft numbers (calc.serving.sglang_spec); the releases
+    # that read speculative decoding complete it after the memory defaults, which see the
+    # given max_running_requests only
+    given_mrr = kw.get("max_running_requests")
+    kw = speculative_settings(sv, kw, sglang_arch)
     if nsa:  # page size, DP attention, KV dtype: ServerArgs' DeepSeek DSA overrides
         glm = model_family in ("glm", "glm_moe_dsa")
         kw = sglang_dsa_settings(sv, kw, gpu_name, gpu_vendor, glm)
@@ -60,7 +67,7 @@ def sglang_settings(
         newer = {}
         if sv > sg26.AFTER_056:  # what the releases after v0.5.6.post2 also read
             newer = dict(
-                max_running_requests=kw.get("max_running_requests"),
+                max_running_requests=given_mrr,
                 disable_piecewise_cuda_graph=kw.get("disable_piecewise_cuda_graph"),
                 mla=mla,
                 nsa=nsa,
@@ -78,6 +85,7 @@ def sglang_settings(
             dp_attention=kw.get("enable_dp_attention", False),
             chunked_prefill_size=kw.get("chunked_prefill_size"),
             cuda_graph_max_bs=kw.get("cuda_graph_max_bs"),
+            speculative_algorithm=kw.get("speculative_algorithm"),
             **newer,
         )
         scale = sglang_vlm_default_scale(sv, bool(multimodal), vision_tower)
@@ -86,8 +94,7 @@ def sglang_settings(
     kw["mem_fraction_static"] = kw["mem_fraction_static"] * scale
     kw.setdefault("chunked_prefill_size", sglang_chunk_default(sv, gpu_memory_gib))
     tp = kw.get("tensor_parallel_size", 1)
-    mrr = kw.get("max_running_requests")
-    kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, mrr))
+    kw.setdefault("cuda_graph_max_bs", sglang_graph_bs_default(sv, gpu_memory_gib, tp, given_mrr))
     if kw.get("enable_dp_attention") and kw.get("data_parallel_size", 1) > 1:
         # server_args: "DP attention is enabled. The chunked prefill size is adjusted";
         # // 2 before 0.4.4.post1 (where dp_size was set to tp_size), // dp_size from it

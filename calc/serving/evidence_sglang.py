@@ -12,6 +12,7 @@ from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sg
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
 from calc.serving.sglang_requests import RESOLVE_FROM, mamba_cap, max_running_requests
+from calc.serving.sglang_spec import headroom_tokens
 from calc.spec import ModelSpec
 
 
@@ -67,7 +68,8 @@ def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
     f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
     lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + e) * GIB), f)
     hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - e) * GIB), f)
-    t_lo, t_hi = sglang_max_total_tokens(lo, cell, P), sglang_max_total_tokens(hi, cell, P)
+    h = headroom_tokens(cfg)  # speculative decoding's draft / verify tokens (sglang_spec)
+    t_lo, t_hi = (sglang_max_total_tokens(x, cell, P, h) for x in (lo, hi))
     t = log["max_total_num_tokens"]
     verdict = "exact" if t_lo == t_hi == t else ("in interval" if t_lo <= t <= t_hi else "miss")
     note = f"{t_lo:,}..{t_hi:,} for avail mem {before} GB before / {after} GB after the weights"

@@ -16,6 +16,7 @@ from calc.serving.defaults_sglang import sglang_version
 from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
+from calc.serving.sglang_spec import headroom_tokens
 from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_mamba import check_align_block
 
@@ -131,7 +132,8 @@ def sglang_rest(weights, total, init_used, mem_fraction_static):
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:
     """SGLang's figures from the KV budget: max_total_num_tokens (the full layers' pool with
-    sliding-window pools; after the mamba state pool for linear layers), the K buffer size,
+    sliding-window pools; after the mamba state pool for linear layers; with speculative
+    decoding's headroom), the K buffer size,
     pages, max_running_requests (calc.serving.sglang_requests) and the concurrency: requests of
     max_model_len the pool holds, at most max_running_requests."""
     cell, P = lay.cell_bytes(), config.page_size
@@ -141,7 +143,8 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
         mamba = sglang_mamba_pool(lay.sglang_mamba, config, rest)
         rest = mamba["rest"]
     profiled = rest // cell  # profile_max_num_token's count, before the page rounding
-    tokens = m.sglang_max_total_tokens(rest, cell, P)
+    # + the draft and verify tokens' headroom with speculative decoding (sglang_spec)
+    tokens = m.sglang_max_total_tokens(rest, cell, P, headroom_tokens(config))
     k_size = swa = None
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
         k_size = lay.sglang_pool_bytes(tokens, P, logged=True)

@@ -281,9 +281,10 @@ def sglang_rest_bytes(free_after_weights_bytes, total_bytes, mem_fraction_static
     return free_after_weights_bytes - int(reserve)
 
 
-def sglang_max_total_tokens(rest_bytes, cell_bytes, page_size=1):
-    """max_total_num_tokens, rounded down to whole pages; 0 or less means the engine refuses."""
-    return _maximum(rest_bytes // cell_bytes, 0) // page_size * page_size
+def sglang_max_total_tokens(rest_bytes, cell_bytes, page_size=1, headroom=0):
+    """max_total_num_tokens, rounded down to whole pages; 0 or less means the engine refuses.
+    `headroom`: the tokens speculative decoding adds to the profiled count (sglang_spec)."""
+    return _maximum(rest_bytes // cell_bytes + headroom, 0) // page_size * page_size
 
 
 def sglang_k_size_bytes(tokens, page_size, kv_heads, head_dim, layers, kv_bytes):

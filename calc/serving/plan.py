@@ -35,6 +35,8 @@ from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_page import kind_of as sglang_kind
 from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
+from calc.serving.sglang_spec import check_model as check_speculative_model
+from calc.serving.sglang_spec import sglang_arch
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
@@ -90,10 +92,18 @@ def prepare(
             linear_attention="linear_attention" in spec.attention_counts,
             nemotron_h="mamba" in spec.attention_counts and is_nemotron_h(spec),
             model_name=spec.name,
+            sglang_arch=sglang_arch(
+                spec.family,
+                mla=spec.is_mla,
+                nsa="indexed_attention" in spec.attention_counts,
+                moe=spec.is_moe,
+                multimodal=spec.vision is not None,
+            ),
             **settings,
         )
     tp, pp, v = config.tensor_parallel_size, config.pipeline_parallel_size, config.version_tuple
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
+        check_speculative_model(spec, config)
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
         ep, split = config.expert_parallel_size, None

@@ -37,10 +37,13 @@ class EnginePlan(Result):
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)
     # vLLM --speculative-config (calc.serving.vllm_spec): the method, its tokens (MTP's default:
-    # the model's MTP layers) and the drafter's layers in the KV-cache groups
+    # the model's MTP layers) and the drafter's layers in the KV-cache groups; SGLang
+    # (calc.serving.sglang_spec): the algorithm as it runs, speculative_num_draft_tokens, and the
+    # MTP draft pool's layers and "KV size" (None where kvcalc does not compute the draft's pool)
     speculative_method: str | None = None
     num_speculative_tokens: int | None = None
     draft_layers: int = 0
+    draft_kv_size_gib: float | None = None
     log_lines: list[str]
 
     @property

@@ -12,6 +12,7 @@ from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_requests import scheduler_line
+from calc.serving.sglang_spec import draft_layers, draft_pool_bytes, draft_pool_line, speculation
 
 
 def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
@@ -34,6 +35,11 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
     lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     lines += sglang_pool_lines(lay, config, r)
+    sp, draft = speculation(config), draft_layers(spec, config, lay)
+    draft_bytes = None
+    if draft and tokens > 0:  # the draft worker's pool, printed after the target's
+        draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
+        lines.append(draft_pool_line(tokens, draft_bytes))
     refusal = (r["mamba"] or {}).get("refusal") or m.sglang_refusal(tokens)
     refusal = refusal or r["requests_refusal"]
     n = r["max_running_requests"]
@@ -59,5 +65,9 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         k_size_gib=None if k_size is None else round(k_size / GIB, 2),
         max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
         max_running_requests=n,
+        speculative_method=sp.algorithm if sp else None,
+        num_speculative_tokens=sp.draft_tokens if sp else None,
+        draft_layers=draft,
+        draft_kv_size_gib=None if draft_bytes is None else round(draft_bytes / GIB, 2),
         log_lines=lines,
     )

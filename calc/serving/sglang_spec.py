@@ -1,0 +1,259 @@
+"""SGLang's speculative decoding (--speculative-algorithm EAGLE / EAGLE3 / NEXTN / STANDALONE) as
+far as it changes the start-up figures, read in the PyPI wheels 0.4.7.post1, 0.4.9.post2, 0.5.0rc0,
+0.5.0rc1, 0.5.0rc2, 0.5.1, 0.5.1.post3, 0.5.2, 0.5.3rc0, 0.5.3rc2, 0.5.3, 0.5.4, 0.5.5,
+0.5.5.post3, 0.5.6, 0.5.6.post1 and 0.5.6.post2 (python/sglang/srt/server_args.py,
+model_executor/model_runner.py, managers/tp_worker.py).
+
+ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
+- NEXTN is EAGLE ("NEXTN shares the same implementation of EAGLE"); STANDALONE (a small model
+  of its own as the draft) from 0.5.2, refused with DP attention ("Currently standalone
+  speculative decoding does not support dp attention.").
+- max_running_requests, when not given, is 48 ("Max running requests is reset to 48 for
+  speculative decoding").
+- speculative_num_steps / _eagle_topk / _num_draft_tokens: all three or none ("assert
+  self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None");
+  none: auto_choose_speculative_params by architecture: (3, 1, 4) for STANDALONE and for
+  DeepseekV3 / DeepseekV2ForCausalLM (every release read), GptOssForCausalLM from 0.5.1 (absent in
+  0.5.0rc2), BailingMoe(V2)ForCausalLM from 0.5.3rc0, DeepseekV32ForCausalLM from 0.5.3rc2,
+  Glm4MoeForCausalLM from 0.5.6.post1 (absent in 0.5.6; MistralLarge3ForCausalLM from 0.5.6.post1,
+  which kvcalc cannot tell from other MLA models: refused); (5, 4, 8) for the rest. With topk 1 the
+  draft tokens are steps + 1 ("speculative_num_draft_tokens is adjusted to speculative_num_steps
+  + 1 when speculative_eagle_topk == 1").
+- check_server_args: "Pipeline parallelism is not compatible with overlap schedule, speculative
+  decoding, mixed chunked prefill."
+- mem_fraction_static when unset: the reserve + 2048 MiB ("draft model and larger cuda graph
+  buffers"; STANDALONE + 6144 MiB from 0.5.2), from 0.5.3rc2 added after the 10 GiB floor
+  (calc.serving.defaults_sglang).
+
+ModelRunner.init_memory_pool of the target worker: the token pool holds profile_max_num_token's
+count T' plus a headroom for the draft and verify tokens, "We are sharing the `token_to_kv_pool`,
+and both verify and draft tokens can be concurrently allocated, so we should give a headroom for
+it": T = T' + G x steps x topk + G x draft_tokens + 100, G the max_running_requests as given or
+defaulted (not divided by DP attention: init_memory_pool reads server_args.max_running_requests),
+then rounded down to whole pages and split into the sliding-window pools. The pool so exceeds the
+fraction's budget by the headroom x the cell. The scheduler runs min(G // dp, G) requests
+(calc.serving.sglang_requests). The draft worker takes the same count (draft_runner_cache_size)
+for its own pool: an MTP draft of an MLA model (DeepSeek-V3 / R1, model_has_mtp_layers) holds
+num_nextn_predict_layers latent layers (MLATokenToKVPool layer_num) and prints its own "KV Cache
+is allocated" line. The draft's weights and pool load after the target's pool, out of the
+(1 - mem_fraction_static) reserve: they change none of the target's figures.
+
+Not modelled, refused by name: NGRAM (from 0.5.3rc2: no headroom, its own draft-token settings),
+releases outside 0.4.7.post1 - 0.5.6.post2 (0.5.7 moved the pool into
+model_runner_kv_cache_mixin.py without the headroom; 0.5.10 reserves 4 GiB; 0.5.14 counts the
+draft layers in the target's cell), linear-attention models (their mamba state pool keeps
+speculative states). Not computed: the draft pool of a separate draft checkpoint (EAGLE / EAGLE3 /
+STANDALONE: its own config.json), of a non-MLA MTP draft, and of DeepSeek-V3.2's (indexer keys).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+NOT_MODELLED = ("NGRAM", "LOOKAHEAD")
+SPEC_FROM = (0, 4, 7, 1)
+SPEC_UNTIL = (0, 5, 6, 2)  # the last release read (inclusive)
+STANDALONE_FROM = (0, 5, 2, 0)
+DEFAULT_RUNNING = 48
+RESERVE_MIB = 2 * 1024
+STANDALONE_RESERVE_MIB = 6 * 1024
+HEADROOM_BUFFER = 100
+PP_REFUSAL = (
+    "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed "
+    "chunked prefill."
+)
+# auto_choose_speculative_params' (3, 1, 4) architectures, by kvcalc's name for them (sglang_arch):
+# the first release read that lists it; everything else (5, 4, 8)
+SMALL_FROM = {
+    "deepseek_v3": SPEC_FROM,  # DeepseekV3ForCausalLM, DeepseekV2ForCausalLM
+    "gpt_oss": (0, 5, 1, 0),
+    "bailing": (0, 5, 3, -100),
+    "deepseek_v32": (0, 5, 3, -98),
+    "glm4_moe": (0, 5, 6, 1),
+}
+# the releases where these rules change (the dashboard's version choices)
+SPEC_CHANGES = (SPEC_FROM, SPEC_UNTIL, STANDALONE_FROM, *SMALL_FROM.values())
+DEEPSEEK_FAMILIES = ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi", "kimi_k2")
+
+
+class Speculation(NamedTuple):
+    """SGLang's speculative settings as its ServerArgs completes them."""
+
+    algorithm: str  # as SGLang runs it: NEXTN is EAGLE
+    steps: int
+    topk: int
+    draft_tokens: int
+
+
+def _release(v: tuple[int, ...]) -> str:
+    from calc.serving.defaults_sglang import release_name
+
+    return release_name(v)
+
+
+def check_algorithm(algorithm, steps, topk, draft) -> None:
+    """The model-independent checks of the four settings (SglangConfig)."""
+    if algorithm is None:
+        for name, x in (("num_steps", steps), ("eagle_topk", topk), ("num_draft_tokens", draft)):
+            if x is not None:
+                raise ValueError(
+                    f"'speculative_{name}' needs a 'speculative_algorithm' (one of "
+                    f"{', '.join(ALGORITHMS)}): got speculative_{name}={x} without one"
+                )
+        return
+    if algorithm in NOT_MODELLED:
+        raise ValueError(
+            f"'speculative_algorithm' {algorithm} is not modelled by kvcalc (its pool and "
+            f"draft-token settings differ from EAGLE's): use one of {', '.join(ALGORITHMS)}"
+        )
+    if algorithm not in ALGORITHMS:
+        raise ValueError(
+            f"'speculative_algorithm' must be one of {', '.join(ALGORITHMS)}: got {algorithm!r}"
+        )
+    if steps is None and (topk is not None or draft is not None):
+        raise ValueError(
+            "'speculative_num_steps' is required with speculative_eagle_topk / "
+            "speculative_num_draft_tokens (SGLang asserts all three or none)"
+        )
+    if steps is not None and topk is None:
+        raise ValueError("'speculative_eagle_topk' is required with speculative_num_steps")
+    if topk is not None and topk > 1 and draft is None:
+        raise ValueError(
+            f"'speculative_num_draft_tokens' is required with speculative_eagle_topk={topk}"
+        )
+
+
+def sglang_arch(family: str, *, mla: bool, nsa: bool, moe: bool, multimodal: bool) -> str:
+    """kvcalc's name for the model's architecture in auto_choose_speculative_params' lists
+    (SMALL_FROM), "mla" for an MLA model it cannot place, else "other"."""
+    if family in DEEPSEEK_FAMILIES and mla:  # Kimi K2.5 (a vision tower): KimiK25For...
+        return "other" if multimodal else "deepseek_v32" if nsa else "deepseek_v3"
+    if family in ("gpt-oss", "gpt_oss"):
+        return "gpt_oss"
+    if family.startswith("bailing"):
+        return "bailing"
+    if family in ("glm", "glm4_moe") and moe and not (mla or nsa or multimodal):
+        return "glm4_moe"
+    return "mla" if mla else "other"
+
+
+def check_release(v: tuple[int, ...], algorithm: str) -> None:
+    if not SPEC_FROM <= v <= SPEC_UNTIL:
+        raise ValueError(
+            f"'speculative_algorithm' {algorithm}: kvcalc models SGLang's speculative decoding in "
+            f"{_release(SPEC_FROM)} - {_release(SPEC_UNTIL)} (later releases size the pools "
+            f"differently; the module calc.serving.sglang_spec): got {_release(v)}"
+        )
+    if algorithm == "STANDALONE" and v < STANDALONE_FROM:
+        raise ValueError(
+            f"'speculative_algorithm' STANDALONE is in SGLang from {_release(STANDALONE_FROM)} "
+            f"(the first release read with it): got {_release(v)}"
+        )
+
+
+def auto_params(v: tuple[int, ...], algorithm: str, arch: str) -> tuple[int, int, int]:
+    """auto_choose_speculative_params: (steps, topk, draft tokens) (module docstring)."""
+    if algorithm == "STANDALONE":
+        return 3, 1, 4
+    if arch == "mla":
+        raise ValueError(
+            "'speculative_num_steps' (with speculative_eagle_topk and "
+            "speculative_num_draft_tokens) must be given for this MLA model: kvcalc cannot tell "
+            "which of SGLang's auto_choose_speculative_params lists its architecture is in"
+        )
+    since = SMALL_FROM.get(arch)
+    return (3, 1, 4) if since is not None and v >= since else (5, 4, 8)
+
+
+def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
+    """`kw` (sglang_settings' settings) completed as ServerArgs completes the speculative ones
+    (module docstring); unchanged without an algorithm."""
+    algorithm = kw.get("speculative_algorithm")
+    numbers = [kw.get(f"speculative_{n}") for n in ("num_steps", "eagle_topk", "num_draft_tokens")]
+    check_algorithm(algorithm, *numbers)  # before the defaults (SglangConfig checks it again)
+    if algorithm is None:
+        return kw
+    check_release(v, algorithm)
+    if kw.get("pipeline_parallel_size", 1) > 1:
+        raise ValueError(PP_REFUSAL)
+    if algorithm == "STANDALONE" and kw.get("enable_dp_attention"):
+        raise ValueError("Currently standalone speculative decoding does not support dp attention.")
+    out = dict(kw)
+    out.setdefault("max_running_requests", DEFAULT_RUNNING)
+    if out.get("speculative_num_steps") is None:
+        steps, topk, draft = auto_params(v, algorithm, arch)
+        out |= dict(
+            speculative_num_steps=steps,
+            speculative_eagle_topk=topk,
+            speculative_num_draft_tokens=draft,
+        )
+    if out["speculative_eagle_topk"] == 1:
+        out["speculative_num_draft_tokens"] = out["speculative_num_steps"] + 1
+    return out
+
+
+def reserve_mib(algorithm: str | None) -> int:
+    """What the default mem_fraction_static reserves more for speculative decoding."""
+    if algorithm is None:
+        return 0
+    return STANDALONE_RESERVE_MIB if algorithm == "STANDALONE" else RESERVE_MIB
+
+
+def speculation(config) -> Speculation | None:
+    """The completed settings of an SglangConfig, None without speculative decoding."""
+    a = config.speculative_algorithm
+    if a is None:
+        return None
+    return Speculation(
+        "EAGLE" if a == "NEXTN" else a,
+        config.speculative_num_steps,
+        config.speculative_eagle_topk,
+        config.speculative_num_draft_tokens,
+    )
+
+
+def headroom_tokens(config) -> int:
+    """The tokens init_memory_pool adds to the profiled count (0 without speculation)."""
+    s = speculation(config)
+    if s is None:
+        return 0
+    g = config.max_running_requests
+    return g * s.steps * s.topk + g * s.draft_tokens + HEADROOM_BUFFER
+
+
+def check_model(spec, config) -> None:
+    """What the model refuses with speculative decoding (plan.engine_plan)."""
+    a = config.speculative_algorithm
+    if a is None:
+        return
+    if "linear_attention" in spec.attention_counts or "mamba" in spec.attention_counts:
+        raise ValueError(
+            f"'speculative_algorithm' {a} on {spec.name!r}: SGLang's mamba state pool with "
+            "speculative decoding is not modelled yet"
+        )
+    if a == "NEXTN" and not spec.num_nextn_predict_layers:
+        raise ValueError(
+            f"'speculative_algorithm' NEXTN drafts with the model's own MTP layers: "
+            f"{spec.name!r} has num_nextn_predict_layers=0 (use EAGLE / EAGLE3 with a draft model)"
+        )
+
+
+def draft_layers(spec, config, lay) -> int:
+    """The latent layers of the MTP draft's pool that kvcalc computes (module docstring): 0 when
+    it does not compute the draft's pool."""
+    s = speculation(config)
+    if s is None or s.algorithm != "EAGLE" or not lay.mla or lay.index_bytes:
+        return 0
+    return spec.num_nextn_predict_layers
+
+
+def draft_pool_bytes(lay, tokens: int, page_size: int, layers: int) -> int:
+    """The draft worker's MLA pool: the target's tokens, `layers` layers of the same latent
+    (MLATokenToKVPool: tokens + page_size rows a layer)."""
+    return (tokens + page_size) * lay.token_bytes * layers
+
+
+def draft_pool_line(tokens: int, size_bytes: int) -> str:
+    """The draft worker's "KV Cache is allocated" line (MLATokenToKVPool's words)."""
+    return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size_bytes / 2**30:.2f} GB"

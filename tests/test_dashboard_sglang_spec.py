@@ -1,0 +1,40 @@
+"""The capacity page's SGLang speculative inputs (dashboard/capacity_spec.py): the plan and its
+start-up lines are calc.serving's for the same settings; bad ones are one st.error naming them."""
+
+from __future__ import annotations
+
+from dashboard_util import errors, open_page
+
+from calc.serving.plan import engine_plan
+
+V3 = {"model": "deepseek-v3", "gpu": "h200", "gpus": "8", "tp": "8"}
+
+
+def test_nextn_on_deepseek_v3_prints_both_pools():
+    at = open_page("capacity", **V3, engine="sglang", ever="0.5.2", elen="32768", esalg="NEXTN")
+    assert errors(at) == ""
+    p = engine_plan("deepseek-v3", "h200", "sglang", version="0.5.2", tensor_parallel_size=8,
+                    max_model_len=32768, speculative_algorithm="NEXTN")  # fmt: skip
+    lines = at.code[0].value.splitlines()
+    assert lines == p.log_lines
+    assert sum(x.startswith("KV Cache is allocated") for x in lines) == 2
+    assert "max_running_requests=48" in lines[-1]
+
+
+def test_given_numbers_and_refusals():
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+    at = open_page("capacity", **base, engine="sglang", ever="0.5.3.post1", elen="8192",
+                   esalg="EAGLE", esteps="2", etopk="1")  # fmt: skip
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.3.post1", max_model_len=8192,
+                    speculative_algorithm="EAGLE", speculative_num_steps=2,
+                    speculative_eagle_topk=1)  # fmt: skip
+    assert at.code[0].value.splitlines() == p.log_lines
+    # topk without steps: SGLang asserts all three or none
+    at = open_page(
+        "capacity", **base, engine="sglang", ever="0.5.3.post1", esalg="EAGLE", etopk="2"
+    )
+    assert "'speculative_num_steps' is required" in errors(at)
+    # a release kvcalc does not model speculative decoding in
+    at = open_page("capacity", **base, engine="sglang", ever="0.5.23", esalg="EAGLE")
+    assert "0.4.7.post1 - 0.5.6.post2" in errors(at) and "\n" not in errors(at)
