@@ -72,10 +72,11 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
         "speculative algorithm",
         ALGORITHMS,
         key=state.wkey("esalg"),
-        help="SGLang 0.4.7.post1 - 0.5.6.post2: --speculative-algorithm. The target's pool gets "
-        "max_running_requests x (steps x topk + draft tokens) + 100 more tokens, "
+        help="SGLang 0.4.7.post1 - 0.5.10: --speculative-algorithm. Up to 0.5.6.post2 the "
+        "target's pool gets max_running_requests x (steps x topk + draft tokens) + 100 more "
+        "tokens; "
         "max_running_requests defaults to 48 and the default mem_fraction_static reserves "
-        "2 GiB more (STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
+        "2 GiB more (4 in 0.5.10, STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
         "/ R1: its pool is the second 'KV Cache is allocated' line).",
     )
     if algorithm == "none":

@@ -37,4 +37,4 @@ def test_given_numbers_and_refusals():
     assert "'speculative_num_steps' is required" in errors(at)
     # a release kvcalc does not model speculative decoding in
     at = open_page("capacity", **base, engine="sglang", ever="0.5.23", esalg="EAGLE")
-    assert "0.4.7.post1 - 0.5.6.post2" in errors(at) and "\n" not in errors(at)
+    assert "0.4.7.post1 - 0.5.10" in errors(at) and "\n" not in errors(at)

@@ -1,8 +1,8 @@
 """SGLang's speculative decoding (calc.serving.sglang_spec), the expected values written out from
 the PyPI wheels' python/sglang/srt/server_args.py (ServerArgs.__post_init__ /
 _handle_speculative_decoding, auto_choose_speculative_params, _handle_gpu_memory_settings) and
-model_executor/model_runner.py (init_memory_pool's headroom, the draft worker's MLA pool) of
-0.4.7.post1 - 0.5.6.post2. gpu_mem: nvidia-smi's memory.total in MiB (the presets' driver totals:
+model_executor/model_runner.py (init_memory_pool's headroom, the draft worker's MLA pool; from
+0.5.7 model_runner_kv_cache_mixin.py) of 0.4.7.post1 - 0.5.9. gpu_mem: nvidia-smi's memory.total in MiB (the presets' driver totals:
 H100 SXM 81,559; H200 143,771)."""
 
 import json
@@ -143,6 +143,55 @@ def test_mtp_draft_pool_of_deepseek_v3_with_dp_attention():
     assert pools[0].endswith(f"KV size: {target / GIB:.2f} GB")
 
 
+def test_0_5_7_to_0_5_9_without_the_headroom():
+    # model_runner_kv_cache_mixin.py (0.5.7): "self.server_args.draft_runner_cache_size =
+    # self.max_total_num_tokens", nothing added; the scheduler still runs 48
+    base = dict(engine="sglang", available_kv_gib=20, max_model_len=8192)
+    for v in ("0.5.7", "0.5.8", "0.5.9"):
+        p = engine_plan(
+            "llama-3.1-8b", "h100-sxm", version=v, speculative_algorithm="EAGLE", **base
+        )
+        assert p.gpu_kv_cache_tokens == 20 * GIB // LLAMA_CELL == 163840
+        assert p.max_running_requests == 48
+    # 0.5.8: "The default value for all other models" (3, 1, 4); LlamaForCausalLM (5, 4, 8)
+    qwen = prepare("qwen3-8b", "h100-sxm", "sglang", version="0.5.8", speculative_algorithm="EAGLE")
+    assert qwen[2].speculative_num_steps == 3 and qwen[2].speculative_num_draft_tokens == 4
+    old = prepare("qwen3-8b", "h100-sxm", "sglang", version="0.5.7", speculative_algorithm="EAGLE")
+    assert old[2].speculative_num_steps == 5
+    llama = prepare(
+        "llama-3.1-8b", "h100-sxm", "sglang", version="0.5.9", speculative_algorithm="EAGLE"
+    )
+    assert llama[2].speculative_eagle_topk == 4
+    # the MTP draft of DeepSeek-V3 takes the target's count: no headroom in either pool
+    v3 = dict(engine="sglang", version="0.5.9", available_kv_gib=40, tensor_parallel_size=8)
+    p = engine_plan("deepseek-v3", "h200", speculative_algorithm="NEXTN", page_size=1, **v3)
+    tokens = 40 * GIB // (DSV3_LATENT * 61)
+    assert p.gpu_kv_cache_tokens == tokens
+    assert p.draft_kv_size_gib == round((tokens + 1) * DSV3_LATENT / GIB, 2)
+    # the reserve: 0.5.7 - 0.5.9 _handle_gpu_memory_settings as 0.5.6.post2's, + 2 GiB after the
+    # floor (the piecewise CUDA graph is off by default until 0.5.10)
+    reserved = max(512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024, 10 * 1024) + 2 * 1024
+    assert sg(version="0.5.9", speculative_algorithm="EAGLE3").mem_fraction_static == round(
+        (H100 - reserved) / H100, 3
+    )
+
+
+def test_0_5_10_reserves_4_gib_with_the_prefill_graph_off():
+    # 0.5.10: _handle_piecewise_cuda_graph ("if self.speculative_algorithm is not None:
+    # self.disable_piecewise_cuda_graph = True") runs before _handle_gpu_memory_settings, so the
+    # reserve has no prefill-graph term: 512 + 8192 x 1.5 + 256 x 2 + 1 / 8 x 1024 = 13824 MiB,
+    # max(.., 10 * 1024), then "eagle draft models and cuda graphs": + 4 * 1024
+    c = sg(version="0.5.10", speculative_algorithm="EAGLE", mla=False)
+    assert c.disable_piecewise_cuda_graph is True
+    reserved = max(512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024, 10 * 1024) + 4 * 1024
+    assert c.mem_fraction_static == round((H100 - reserved) / H100, 3)
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.10", available_kv_gib=20,
+                    speculative_algorithm="EAGLE", max_model_len=8192)  # fmt: skip
+    # no headroom; _resolve_max_num_reqs: min(48 // dp_size, clamp(int(T / 8192 x 512), 2048,
+    # 4096)) = 48
+    assert p.gpu_kv_cache_tokens == 163840 and p.max_running_requests == 48
+
+
 def test_grid_and_plan_agree_with_speculation():
     kw = dict(version="0.5.2", speculative_algorithm="EAGLE", max_model_len=8192)
     rows = engine_plan_grid("llama-3.1-8b", "h100-sxm", "sglang", available_kv_gib=[10, 20], **kw)
@@ -174,8 +223,8 @@ def test_grid_and_plan_agree_with_speculation():
             "'speculative_num_draft_tokens' is required",
         ),
         (
-            dict(speculative_algorithm="EAGLE", version="0.5.10"),
-            "speculative decoding in 0.4.7.post1 - 0.5.6.post2",
+            dict(speculative_algorithm="EAGLE", version="0.5.11"),
+            "speculative decoding in 0.4.7.post1 - 0.5.10",
         ),
         (dict(speculative_algorithm="EAGLE", version="0.4.7"), "got 0.4.7$"),
         (dict(speculative_algorithm="STANDALONE", version="0.5.1"), "STANDALONE is in SGLang"),

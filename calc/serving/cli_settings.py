@@ -166,7 +166,7 @@ def add_engine_args(p) -> None:
         "--speculative-algorithm",
         default=None,
         metavar="A",
-        help="SGLang 0.4.7.post1 - 0.5.6.post2: EAGLE, EAGLE3, NEXTN or STANDALONE",
+        help="SGLang 0.4.7.post1 - 0.5.10: EAGLE, EAGLE3, NEXTN or STANDALONE",
     )
     for name in SGLANG_SPEC_FLAGS:
         flag = "--speculative-" + name.replace("_", "-")

@@ -31,7 +31,7 @@ SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in environ.py). A given fra
 scaled from v0.4.9 (sglang_vlm_default_scale).
 DeepSeek NSA (V3.2): sglang #11061 (efbc687, first in v0.5.3rc2) set 0.8 whatever was given;
 #11309 (a4b424c, first in v0.5.3.post1) removed that.
-Speculative decoding (calc.serving.sglang_spec, v0.4.7.post1 - v0.5.6.post2): + 2 GiB ("draft
+Speculative decoding (calc.serving.sglang_spec, v0.4.7.post1 - v0.5.10; 4 GiB in v0.5.10): + 2 GiB ("draft
 model and larger cuda graph buffers", in every wheel of the range), STANDALONE + 6 GiB from v0.5.2 (b0d25e7), added
 after the 10 GiB floor from v0.5.3rc2. Not modelled, so not accepted: the spec-dependent tp-table
 rules before v0.4.7.post1 (v0.4.7: x 0.95, or a 20 GiB reserve above 96 GiB), NGRAM (+0 from
@@ -168,7 +168,7 @@ def sglang_mem_fraction_default(
             )
         if mem > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
-        reserved += reserve_mib(speculative_algorithm)  # after the floor (0b13cbb .. 5c8bd8b)
+        reserved += reserve_mib(speculative_algorithm, version)  # after the floor (0b13cbb on)
         return round((mem - reserved) / mem, 3)
     if version >= SGLANG_RESERVE_FROM:  # __post_init__ (f9dc9dd .. 86a32bb)
         n = tp * pp
@@ -182,7 +182,7 @@ def sglang_mem_fraction_default(
             reserved = 32 * 1024
         if dp_attention:
             reserved += 4 * 1024
-        reserved += reserve_mib(speculative_algorithm)
+        reserved += reserve_mib(speculative_algorithm, version)
         return round((mem - reserved) / mem, 3)
     n = tp * pp if version >= SGLANG_H200_RELAX_FROM else tp  # parallel_size from #5724
     table = next((f for at, f in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)) if n >= at), 0.88)

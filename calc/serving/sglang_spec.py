@@ -1,8 +1,9 @@
 """SGLang's speculative decoding (--speculative-algorithm EAGLE / EAGLE3 / NEXTN / STANDALONE) as
 far as it changes the start-up figures, read in the PyPI wheels 0.4.7.post1, 0.4.9.post2, 0.5.0rc0,
 0.5.0rc1, 0.5.0rc2, 0.5.1, 0.5.1.post3, 0.5.2, 0.5.3rc0, 0.5.3rc2, 0.5.3, 0.5.4, 0.5.5,
-0.5.5.post3, 0.5.6, 0.5.6.post1 and 0.5.6.post2 (python/sglang/srt/server_args.py,
-model_executor/model_runner.py, managers/tp_worker.py).
+0.5.5.post3, 0.5.6, 0.5.6.post1, 0.5.6.post2, 0.5.7, 0.5.8, 0.5.9 and 0.5.10 (python/sglang/srt/
+server_args.py, model_executor/model_runner.py, from 0.5.7 model_runner_kv_cache_mixin.py,
+managers/tp_worker.py).
 
 ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
 - NEXTN is EAGLE ("NEXTN shares the same implementation of EAGLE"); STANDALONE (a small model
@@ -16,32 +17,38 @@ ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
   DeepseekV3 / DeepseekV2ForCausalLM (every release read), GptOssForCausalLM from 0.5.1 (absent in
   0.5.0rc2), BailingMoe(V2)ForCausalLM from 0.5.3rc0, DeepseekV32ForCausalLM from 0.5.3rc2,
   Glm4MoeForCausalLM from 0.5.6.post1 (absent in 0.5.6; MistralLarge3ForCausalLM from 0.5.6.post1,
-  which kvcalc cannot tell from other MLA models: refused); (5, 4, 8) for the rest. With topk 1 the
+  which kvcalc cannot tell from other MLA models: refused before 0.5.8); (5, 4, 8) for
+  LlamaForCausalLM and Grok, and for the rest until 0.5.7; from 0.5.8 "The default value for all
+  other models" is (3, 1, 4). With topk 1 the
   draft tokens are steps + 1 ("speculative_num_draft_tokens is adjusted to speculative_num_steps
   + 1 when speculative_eagle_topk == 1").
 - check_server_args: "Pipeline parallelism is not compatible with overlap schedule, speculative
   decoding, mixed chunked prefill."
 - mem_fraction_static when unset: the reserve + 2048 MiB ("draft model and larger cuda graph
   buffers"; STANDALONE + 6144 MiB from 0.5.2), from 0.5.3rc2 added after the 10 GiB floor
-  (calc.serving.defaults_sglang).
+  (calc.serving.defaults_sglang), 4096 MiB from 0.5.10 ("eagle draft models and cuda graphs");
+  0.5.10's _handle_piecewise_cuda_graph, which runs before the memory settings, turns the
+  prefill graph off with any algorithm (so its reserve term is 0; 0.5.11 dropped that rule).
 
-ModelRunner.init_memory_pool of the target worker: the token pool holds profile_max_num_token's
-count T' plus a headroom for the draft and verify tokens, "We are sharing the `token_to_kv_pool`,
+ModelRunner.init_memory_pool of the target worker, up to 0.5.6.post2: the token pool holds
+profile_max_num_token's count T' plus a headroom for the draft and verify tokens, "We are sharing the `token_to_kv_pool`,
 and both verify and draft tokens can be concurrently allocated, so we should give a headroom for
 it": T = T' + G x steps x topk + G x draft_tokens + 100, G the max_running_requests as given or
 defaulted (not divided by DP attention: init_memory_pool reads server_args.max_running_requests),
 then rounded down to whole pages and split into the sliding-window pools. The pool so exceeds the
 fraction's budget by the headroom x the cell. The scheduler runs min(G // dp, G) requests
-(calc.serving.sglang_requests). The draft worker takes the same count (draft_runner_cache_size)
-for its own pool: an MTP draft of an MLA model (DeepSeek-V3 / R1, model_has_mtp_layers) holds
+(calc.serving.sglang_requests). From 0.5.7 (model_runner_kv_cache_mixin.py) there is no headroom:
+draft_runner_cache_size = the target's own count (0.5.9: after the sliding-window split, "Draft
+worker should use SWA adjusted max_total_num_tokens"). The draft worker takes that count for its
+own pool: an MTP draft of an MLA model (DeepSeek-V3 / R1, model_has_mtp_layers) holds
 num_nextn_predict_layers latent layers (MLATokenToKVPool layer_num) and prints its own "KV Cache
 is allocated" line. The draft's weights and pool load after the target's pool, out of the
 (1 - mem_fraction_static) reserve: they change none of the target's figures.
 
 Not modelled, refused by name: NGRAM (from 0.5.3rc2: no headroom, its own draft-token settings),
-releases outside 0.4.7.post1 - 0.5.6.post2 (0.5.7 moved the pool into
-model_runner_kv_cache_mixin.py without the headroom; 0.5.10 reserves 4 GiB; 0.5.14 counts the
-draft layers in the target's cell), linear-attention models (their mamba state pool keeps
+releases outside 0.4.7.post1 - 0.5.10 (0.5.11 keeps the prefill graph on, 0.5.12 resolves the
+algorithm from the draft checkpoint, 0.5.13 moves the rules to arg_groups/speculative_hook.py,
+0.5.14 counts the draft layers in the target's cell: not read for it yet), linear-attention models (their mamba state pool keeps
 speculative states). Not computed: the draft pool of a separate draft checkpoint (EAGLE / EAGLE3 /
 STANDALONE: its own config.json), of a non-MLA MTP draft, and of DeepSeek-V3.2's (indexer keys).
 """
@@ -53,7 +60,11 @@ from typing import NamedTuple
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 NOT_MODELLED = ("NGRAM", "LOOKAHEAD")
 SPEC_FROM = (0, 4, 7, 1)
-SPEC_UNTIL = (0, 5, 6, 2)  # the last release read (inclusive)
+SPEC_UNTIL = (0, 5, 10, 0)  # the last release modelled (inclusive)
+RESERVE_4_FROM = (0, 5, 10, 0)  # "eagle draft models and cuda graphs": 4 GiB
+PCG_OFF_IN = ((0, 5, 10, 0), (0, 5, 11, 0))  # [from, until): the prefill graph off for it
+HEADROOM_UNTIL = (0, 5, 7, 0)  # init_memory_pool's headroom, until the kv-cache mixin
+OTHER_SMALL_FROM = (0, 5, 8, 0)  # "The default value for all other models": (3, 1, 4)
 STANDALONE_FROM = (0, 5, 2, 0)
 DEFAULT_RUNNING = 48
 RESERVE_MIB = 2 * 1024
@@ -73,7 +84,11 @@ SMALL_FROM = {
     "glm4_moe": (0, 5, 6, 1),
 }
 # the releases where these rules change (the dashboard's version choices)
-SPEC_CHANGES = (SPEC_FROM, SPEC_UNTIL, STANDALONE_FROM, *SMALL_FROM.values())
+SPEC_CHANGES = (
+    SPEC_FROM, SPEC_UNTIL, STANDALONE_FROM, HEADROOM_UNTIL, OTHER_SMALL_FROM, *PCG_OFF_IN,
+    *SMALL_FROM.values(),
+)  # fmt: skip
+LLAMA_FAMILIES = ("llama", "llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2")
 DEEPSEEK_FAMILIES = ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi", "kimi_k2")
 
 
@@ -126,13 +141,18 @@ def check_algorithm(algorithm, steps, topk, draft) -> None:
 
 def sglang_arch(family: str, *, mla: bool, nsa: bool, moe: bool, multimodal: bool) -> str:
     """kvcalc's name for the model's architecture in auto_choose_speculative_params' lists
-    (SMALL_FROM), "mla" for an MLA model it cannot place, else "other"."""
+    (SMALL_FROM; "llama" and "grok": (5, 4, 8) in every release), "mla" for an MLA model it
+    cannot place, else "other"."""
     if family in DEEPSEEK_FAMILIES and mla:  # Kimi K2.5 (a vision tower): KimiK25For...
         return "other" if multimodal else "deepseek_v32" if nsa else "deepseek_v3"
     if family in ("gpt-oss", "gpt_oss"):
         return "gpt_oss"
     if family.startswith("bailing"):
         return "bailing"
+    if family in LLAMA_FAMILIES and not multimodal:  # LlamaForCausalLM
+        return "llama"
+    if family.startswith("grok"):
+        return "grok"
     if family in ("glm", "glm4_moe") and moe and not (mla or nsa or multimodal):
         return "glm4_moe"
     return "mla" if mla else "other"
@@ -155,6 +175,10 @@ def check_release(v: tuple[int, ...], algorithm: str) -> None:
 def auto_params(v: tuple[int, ...], algorithm: str, arch: str) -> tuple[int, int, int]:
     """auto_choose_speculative_params: (steps, topk, draft tokens) (module docstring)."""
     if algorithm == "STANDALONE":
+        return 3, 1, 4
+    if arch in ("llama", "grok"):
+        return 5, 4, 8
+    if v >= OTHER_SMALL_FROM:
         return 3, 1, 4
     if arch == "mla":
         raise ValueError(
@@ -181,6 +205,8 @@ def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
         raise ValueError("Currently standalone speculative decoding does not support dp attention.")
     out = dict(kw)
     out.setdefault("max_running_requests", DEFAULT_RUNNING)
+    if PCG_OFF_IN[0] <= v < PCG_OFF_IN[1]:  # _handle_piecewise_cuda_graph, before the memory
+        out["disable_piecewise_cuda_graph"] = True
     if out.get("speculative_num_steps") is None:
         steps, topk, draft = auto_params(v, algorithm, arch)
         out |= dict(
@@ -193,11 +219,13 @@ def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
     return out
 
 
-def reserve_mib(algorithm: str | None) -> int:
+def reserve_mib(algorithm: str | None, v: tuple[int, ...]) -> int:
     """What the default mem_fraction_static reserves more for speculative decoding."""
     if algorithm is None:
         return 0
-    return STANDALONE_RESERVE_MIB if algorithm == "STANDALONE" else RESERVE_MIB
+    if algorithm == "STANDALONE":
+        return STANDALONE_RESERVE_MIB
+    return 2 * RESERVE_MIB if v >= RESERVE_4_FROM else RESERVE_MIB
 
 
 def speculation(config) -> Speculation | None:
@@ -215,8 +243,10 @@ def speculation(config) -> Speculation | None:
 
 def headroom_tokens(config) -> int:
     """The tokens init_memory_pool adds to the profiled count (0 without speculation)."""
+    from calc.serving.defaults_sglang import sglang_version
+
     s = speculation(config)
-    if s is None:
+    if s is None or sglang_version(config.version) >= HEADROOM_UNTIL:
         return 0
     g = config.max_running_requests
     return g * s.steps * s.topk + g * s.draft_tokens + HEADROOM_BUFFER
