@@ -243,10 +243,12 @@ def speculation(config) -> Speculation | None:
 
 def headroom_tokens(config) -> int:
     """The tokens init_memory_pool adds to the profiled count (0 without speculation)."""
-    from calc.serving.defaults_sglang import sglang_version
+    if config.speculative_algorithm is None:
+        return 0
+    from calc.serving.defaults_sglang import sglang_version  # (it imports this module)
 
     s = speculation(config)
-    if s is None or sglang_version(config.version) >= HEADROOM_UNTIL:
+    if sglang_version(config.version) >= HEADROOM_UNTIL:
         return 0
     g = config.max_running_requests
     return g * s.steps * s.topk + g * s.draft_tokens + HEADROOM_BUFFER
