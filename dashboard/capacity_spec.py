@@ -14,6 +14,7 @@ SGLANG_NUMBERS = (  # URL key, server argument, its largest value here
     ("esteps", "speculative_num_steps", 64),
     ("etopk", "speculative_eagle_topk", 64),
     ("edraft", "speculative_num_draft_tokens", 1024),
+    ("edlay", "speculative_draft_num_layers", 256),
 )
 MAX_SPEC_TOKENS = 64
 MAX_GIVEN_GIB = 4096.0
@@ -72,11 +73,12 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
         "speculative algorithm",
         ALGORITHMS,
         key=state.wkey("esalg"),
-        help="SGLang 0.4.7.post1 - 0.5.10: --speculative-algorithm. Up to 0.5.6.post2 the "
+        help="SGLang 0.4.7.post1 - 0.5.23: --speculative-algorithm. Up to 0.5.6.post2 the "
         "target's pool gets max_running_requests x (steps x topk + draft tokens) + 100 more "
-        "tokens; "
+        "tokens; from 0.5.14 its cell counts the draft's layers (speculative_draft_num_layers: "
+        "the draft checkpoint's num_hidden_layers; an MTP model's own by default); "
         "max_running_requests defaults to 48 and the default mem_fraction_static reserves "
-        "2 GiB more (4 in 0.5.10, STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
+        "2 GiB more (4 in 0.5.10 - 0.5.13, STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
         "/ R1: its pool is the second 'KV Cache is allocated' line).",
     )
     if algorithm == "none":
@@ -90,7 +92,9 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
                 1,
                 hi,
                 whole=True,
-                blank="SGLang's auto choice" if key == "esteps" else "by the others",
+                blank={"esteps": "SGLang's auto choice", "edlay": "the MTP layers"}.get(
+                    key, "by the others"
+                ),
                 field=field,
             )
         keys.append(key)

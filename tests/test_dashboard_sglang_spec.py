@@ -35,6 +35,12 @@ def test_given_numbers_and_refusals():
         "capacity", **base, engine="sglang", ever="0.5.3.post1", esalg="EAGLE", etopk="2"
     )
     assert "'speculative_num_steps' is required" in errors(at)
-    # a release kvcalc does not model speculative decoding in
+    # 0.5.23 counts a separate draft's layers in the pool: blank, it is refused by name
     at = open_page("capacity", **base, engine="sglang", ever="0.5.23", esalg="EAGLE")
-    assert "0.4.7.post1 - 0.5.10" in errors(at) and "\n" not in errors(at)
+    assert "'speculative_draft_num_layers'" in errors(at) and "\n" not in errors(at)
+    at = open_page("capacity", **base, engine="sglang", ever="0.5.23", elen="8192",
+                   esalg="EAGLE3", edlay="1")  # fmt: skip
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.23", max_model_len=8192,
+                    speculative_algorithm="EAGLE3", speculative_draft_num_layers=1)  # fmt: skip
+    assert at.code[0].value.splitlines() == p.log_lines

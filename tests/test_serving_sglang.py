@@ -127,8 +127,8 @@ def test_what_kvcalc_does_not_model_is_refused_by_name():
         engine_config("sglang", version="0.5.4", gpu_memory_gib=192, gpu_vendor="AMD")
     with pytest.raises(ValueError, match="'speculative_algorithm' NGRAM is not modelled"):
         engine_config("sglang", version="0.5.4", speculative_algorithm="NGRAM")
-    with pytest.raises(ValueError, match="speculative decoding in 0.4.7.post1 - 0.5.10"):
-        engine_config("sglang", version="0.5.11", speculative_algorithm="EAGLE")
+    with pytest.raises(ValueError, match="speculative decoding in 0.4.7.post1 - 0.5.23"):
+        engine_config("sglang", version="0.4.7", speculative_algorithm="EAGLE")
     with pytest.raises(ValueError, match="defaults of 0.4.0 to 0.5.23 only"):
         engine_config("sglang", version="0.5.24")
 

@@ -2,7 +2,8 @@
 the PyPI wheels' python/sglang/srt/server_args.py (ServerArgs.__post_init__ /
 _handle_speculative_decoding, auto_choose_speculative_params, _handle_gpu_memory_settings) and
 model_executor/model_runner.py (init_memory_pool's headroom, the draft worker's MLA pool; from
-0.5.7 model_runner_kv_cache_mixin.py) of 0.4.7.post1 - 0.5.9. gpu_mem: nvidia-smi's memory.total in MiB (the presets' driver totals:
+0.5.7 model_runner_kv_cache_mixin.py, from 0.5.11 pool_configurator.py) of 0.4.7.post1 - 0.5.23
+(from 0.5.13 arg_groups/speculative_hook.py). gpu_mem: nvidia-smi's memory.total in MiB (the presets' driver totals:
 H100 SXM 81,559; H200 143,771)."""
 
 import json
@@ -192,6 +193,71 @@ def test_0_5_10_reserves_4_gib_with_the_prefill_graph_off():
     assert p.gpu_kv_cache_tokens == 163840 and p.max_running_requests == 48
 
 
+def test_0_5_11_to_0_5_13_keep_the_prefill_graph_and_the_4_gib():
+    # 0.5.11's _handle_piecewise_cuda_graph no longer lists speculative decoding; the reserve's
+    # "eagle draft models and cuda graphs" + 4 * 1024 stays (0.5.13: arg_groups/
+    # speculative_hook.py, still after _handle_gpu_memory_settings)
+    for v in ("0.5.11", "0.5.12", "0.5.13"):
+        c = sg(version=v, speculative_algorithm="EAGLE", mla=False)
+        assert c.disable_piecewise_cuda_graph is not True and c.max_running_requests == 48
+        off = sg(version=v, speculative_algorithm="EAGLE", disable_piecewise_cuda_graph=True)
+        reserved = max(512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024, 10 * 1024) + 4 * 1024
+        assert off.mem_fraction_static == round((H100 - reserved) / H100, 3)
+        # DefaultPoolConfigurator: the cell is the target's alone (only DFLASH scales it)
+        p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version=v, available_kv_gib=20,
+                        speculative_algorithm="EAGLE3", max_model_len=8192)  # fmt: skip
+        assert p.gpu_kv_cache_tokens == 163840 and p.max_running_requests == 48
+
+
+def test_from_0_5_14_the_target_cell_counts_the_draft_layers():
+    # DefaultPoolConfigurator (0.5.14 - 0.5.21): "self._cell_size = int(self._cell_size * (1 +
+    # int(eagle_draft_num_layers) / int(num_layers)))"; 0.5.22 on: cell + int(cell x D / L).
+    # Llama-3.1-8B with a 1-layer EAGLE3 draft: 131072 x (1 + 1 / 32) = 135168 B a token
+    base = dict(available_kv_gib=20, max_model_len=8192, speculative_algorithm="EAGLE3")
+    for v in ("0.5.14", "0.5.18", "0.5.22", "0.5.23"):
+        p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version=v,
+                        speculative_draft_num_layers=1, **base)  # fmt: skip
+        assert p.gpu_kv_cache_tokens == 20 * GIB // (131072 + 131072 // 32) == 158875
+        assert p.max_running_requests == 48 and p.draft_layers == 1
+        # the K size line is the target's pool alone: (T + 1) rows of 32 layers
+        k = (158875 + 1) * 8 * 128 * 32 * 2
+        assert f"K size: {k / GIB:.2f} GB" in p.log_lines[1]
+    with pytest.raises(ValueError, match="'speculative_draft_num_layers' .* must be given"):
+        engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.14", **base)
+    # DeepSeek-V3: the draft is its own MTP layer (D = num_nextn_predict_layers = 1, the path
+    # ServerArgs sets to the model): 70272 + 70272 // 61 = 71424 B; DP attention 8 runs 48 // 8
+    v3 = dict(
+        version="0.5.23",
+        tensor_parallel_size=8,
+        data_parallel_size=8,
+        max_model_len=32768,
+        enable_dp_attention=True,
+        available_kv_gib=40,
+        speculative_algorithm="NEXTN",
+    )
+    p = engine_plan("deepseek-v3", "h200", "sglang", **v3)  # fmt: skip
+    tokens = 40 * GIB // (DSV3_LATENT * 61 + DSV3_LATENT)
+    page = p.gpu_kv_cache_tokens // p.num_gpu_blocks  # the backend's page (sglang_page)
+    assert p.gpu_kv_cache_tokens == tokens // page * page and p.max_running_requests == 6
+    pools = [x for x in p.log_lines if x.startswith("KV Cache is allocated")]
+    assert len(pools) == 2 and p.draft_layers == 1
+    # 0.5.14 dropped the reserve's speculative term: the default fraction is the plain one
+    plain = sg(version="0.5.16", mla=False).mem_fraction_static
+    assert (
+        sg(version="0.5.16", speculative_algorithm="EAGLE", mla=False).mem_fraction_static == plain
+    )
+
+
+def test_from_0_5_14_sliding_and_dsa_pools_are_refused():
+    kw = dict(speculative_algorithm="EAGLE3", speculative_draft_num_layers=1, max_model_len=8192)
+    with pytest.raises(ValueError, match="share of the sliding-window pools is not modelled"):
+        engine_plan("gpt-oss-120b", "h100-sxm", "sglang", version="0.5.14", **kw)
+    assert engine_plan("gpt-oss-120b", "h100-sxm", "sglang", version="0.5.13", **kw).fits
+    with pytest.raises(ValueError, match="share of the DSA indexer pools is not modelled"):
+        engine_plan("deepseek-v3.2", "h200", "sglang", version="0.5.14", tensor_parallel_size=8,
+                    speculative_algorithm="NEXTN", max_model_len=8192)  # fmt: skip
+
+
 def test_grid_and_plan_agree_with_speculation():
     kw = dict(version="0.5.2", speculative_algorithm="EAGLE", max_model_len=8192)
     rows = engine_plan_grid("llama-3.1-8b", "h100-sxm", "sglang", available_kv_gib=[10, 20], **kw)
@@ -223,10 +289,10 @@ def test_grid_and_plan_agree_with_speculation():
             "'speculative_num_draft_tokens' is required",
         ),
         (
-            dict(speculative_algorithm="EAGLE", version="0.5.11"),
-            "speculative decoding in 0.4.7.post1 - 0.5.10",
+            dict(speculative_algorithm="EAGLE", version="0.4.7"),
+            "speculative decoding in 0.4.7.post1 - 0.5.23",
         ),
-        (dict(speculative_algorithm="EAGLE", version="0.4.7"), "got 0.4.7$"),
+        (dict(speculative_draft_num_layers=1), "'speculative_draft_num_layers' needs a"),
         (dict(speculative_algorithm="STANDALONE", version="0.5.1"), "STANDALONE is in SGLang"),
         (
             dict(speculative_algorithm="EAGLE", pipeline_parallel_size=2),

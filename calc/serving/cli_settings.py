@@ -19,7 +19,7 @@ SGLANG_ALTERNATIVE = {
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
 VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
-SGLANG_SPEC_FLAGS = ("num_steps", "eagle_topk", "num_draft_tokens")
+SGLANG_SPEC_FLAGS = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers")
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -166,11 +166,14 @@ def add_engine_args(p) -> None:
         "--speculative-algorithm",
         default=None,
         metavar="A",
-        help="SGLang 0.4.7.post1 - 0.5.10: EAGLE, EAGLE3, NEXTN or STANDALONE",
+        help="SGLang 0.4.7.post1 - 0.5.23: EAGLE, EAGLE3, NEXTN or STANDALONE",
     )
     for name in SGLANG_SPEC_FLAGS:
         flag = "--speculative-" + name.replace("_", "-")
-        g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help="SGLang")
+        what = "SGLang" if name != "draft_num_layers" else (
+            "kvcalc: the draft checkpoint's layers (SGLang 0.5.14+ counts them in the pool)"
+        )  # fmt: skip
+        g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help=what)
     g.add_argument(
         "--target-concurrency",
         type=fraction,

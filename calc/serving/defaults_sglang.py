@@ -31,7 +31,7 @@ SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default in environ.py). A given fra
 scaled from v0.4.9 (sglang_vlm_default_scale).
 DeepSeek NSA (V3.2): sglang #11061 (efbc687, first in v0.5.3rc2) set 0.8 whatever was given;
 #11309 (a4b424c, first in v0.5.3.post1) removed that.
-Speculative decoding (calc.serving.sglang_spec, v0.4.7.post1 - v0.5.10; 4 GiB in v0.5.10): + 2 GiB ("draft
+Speculative decoding (calc.serving.sglang_spec, v0.4.7.post1 - v0.5.13; 4 GiB from v0.5.10): + 2 GiB ("draft
 model and larger cuda graph buffers", in every wheel of the range), STANDALONE + 6 GiB from v0.5.2 (b0d25e7), added
 after the 10 GiB floor from v0.5.3rc2. Not modelled, so not accepted: the spec-dependent tp-table
 rules before v0.4.7.post1 (v0.4.7: x 0.95, or a 20 GiB reserve above 96 GiB), NGRAM (+0 from

@@ -189,6 +189,9 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     speculative_num_steps: int | None = Field(default=None, gt=0)
     speculative_eagle_topk: int | None = Field(default=None, gt=0)
     speculative_num_draft_tokens: int | None = Field(default=None, gt=0)
+    # kvcalc's: the draft checkpoint's layers (its num_hidden_layers; an MTP draft's
+    # num_nextn_predict_layers), which the target's pool counts from 0.5.14 (sglang_spec_pool)
+    speculative_draft_num_layers: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
@@ -197,6 +200,7 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
             self.speculative_num_steps,
             self.speculative_eagle_topk,
             self.speculative_num_draft_tokens,
+            self.speculative_draft_num_layers,
         )
         f = self.mem_fraction_static
         if not 0 < f < 1:

@@ -12,7 +12,7 @@ from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sg
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
 from calc.serving.sglang_requests import RESOLVE_FROM, mamba_cap, max_running_requests
-from calc.serving.sglang_spec import headroom_tokens
+from calc.serving.sglang_spec_pool import headroom_tokens, pool_cell_bytes
 from calc.spec import ModelSpec
 
 
@@ -65,7 +65,8 @@ def _sglang_from_avail(case: dict, cfg, lay) -> list[Check]:
     after = log.get("sglang_avail_after_weights_gib")
     if before is None or after is None or lay.sglang_swa or lay.sglang_mamba:
         return []  # the mamba pool's share of the budget: not checked from a log yet
-    f, cell, P = cfg.mem_fraction_static, lay.cell_bytes(), cfg.page_size
+    f, P = cfg.mem_fraction_static, cfg.page_size
+    cell = pool_cell_bytes(lay.cell_bytes(), cfg, max(lay.rank_layers))  # + a draft's layers
     lo = sglang_rest_bytes(int((after - HALF) * GIB), int((before + e) * GIB), f)
     hi = sglang_rest_bytes(int((after + HALF) * GIB), int((before - e) * GIB), f)
     h = headroom_tokens(cfg)  # speculative decoding's draft / verify tokens (sglang_spec)

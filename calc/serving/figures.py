@@ -16,7 +16,7 @@ from calc.serving.defaults_sglang import sglang_version
 from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
-from calc.serving.sglang_spec import headroom_tokens
+from calc.serving.sglang_spec_pool import headroom_tokens, pool_cell_bytes
 from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_mamba import check_align_block
 
@@ -142,9 +142,11 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     if lay.sglang_mamba:  # the mamba state pool leaves the budget first (sglang_hybrid)
         mamba = sglang_mamba_pool(lay.sglang_mamba, config, rest)
         rest = mamba["rest"]
-    profiled = rest // cell  # profile_max_num_token's count, before the page rounding
-    # + the draft and verify tokens' headroom with speculative decoding (sglang_spec)
-    tokens = m.sglang_max_total_tokens(rest, cell, P, headroom_tokens(config))
+    # speculative decoding (sglang_spec_pool): the draft's layers in the cell from 0.5.14, the
+    # draft and verify tokens' headroom up to 0.5.6.post2
+    cell_spec = pool_cell_bytes(cell, config, max(lay.rank_layers))
+    profiled = rest // cell_spec  # profile_max_num_token's count, before the page rounding
+    tokens = m.sglang_max_total_tokens(rest, cell_spec, P, headroom_tokens(config))
     k_size = swa = None
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
         k_size = lay.sglang_pool_bytes(tokens, P, logged=True)

@@ -37,6 +37,7 @@ from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.sglang_spec import check_model as check_speculative_model
 from calc.serving.sglang_spec import sglang_arch
+from calc.serving.sglang_spec_pool import resolve_draft_layers
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
@@ -71,6 +72,13 @@ def prepare(
             "calc.serving.v4_weights); engine_plan plans its vLLM KV cache from a given memory"
         )
     explicit = config
+    arch = sglang_arch(  # SGLang's speculative defaults (calc.serving.sglang_spec)
+        spec.family,
+        mla=spec.is_mla,
+        nsa="indexed_attention" in spec.attention_counts,
+        moe=spec.is_moe,
+        multimodal=spec.vision is not None,
+    )
     part = settings.pop("pp_layer_partition", None)
     part = tuple(part) if part else None
     if config is None:
@@ -92,13 +100,7 @@ def prepare(
             linear_attention="linear_attention" in spec.attention_counts,
             nemotron_h="mamba" in spec.attention_counts and is_nemotron_h(spec),
             model_name=spec.name,
-            sglang_arch=sglang_arch(
-                spec.family,
-                mla=spec.is_mla,
-                nsa="indexed_attention" in spec.attention_counts,
-                moe=spec.is_moe,
-                multimodal=spec.vision is not None,
-            ),
+            sglang_arch=arch,
             **settings,
         )
     tp, pp, v = config.tensor_parallel_size, config.pipeline_parallel_size, config.version_tuple
@@ -142,6 +144,8 @@ def prepare(
         lay = replace(lay, block_line=block_line)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
+    else:  # the draft's layers, which SGLang's pool counts from 0.5.14
+        config = resolve_draft_layers(spec, config, lay, arch)
     total = hw.total_memory_bytes
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])

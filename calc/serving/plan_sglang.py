@@ -12,7 +12,8 @@ from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_hybrid import sglang_pool_lines
 from calc.serving.sglang_requests import scheduler_line
-from calc.serving.sglang_spec import draft_layers, draft_pool_bytes, draft_pool_line, speculation
+from calc.serving.sglang_spec import speculation
+from calc.serving.sglang_spec_pool import draft_pool_bytes, draft_pool_line, mtp_pool_layers
 
 
 def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
@@ -35,7 +36,7 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
     lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     lines += sglang_pool_lines(lay, config, r)
-    sp, draft = speculation(config), draft_layers(spec, config, lay)
+    sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's
         draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
@@ -67,7 +68,7 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         max_running_requests=n,
         speculative_method=sp.algorithm if sp else None,
         num_speculative_tokens=sp.draft_tokens if sp else None,
-        draft_layers=draft,
+        draft_layers=config.speculative_draft_num_layers or 0,
         draft_kv_size_gib=None if draft_bytes is None else round(draft_bytes / GIB, 2),
         log_lines=lines,
     )

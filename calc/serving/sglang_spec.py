@@ -1,11 +1,13 @@
 """SGLang's speculative decoding (--speculative-algorithm EAGLE / EAGLE3 / NEXTN / STANDALONE) as
-far as it changes the start-up figures, read in the PyPI wheels 0.4.7.post1, 0.4.9.post2, 0.5.0rc0,
-0.5.0rc1, 0.5.0rc2, 0.5.1, 0.5.1.post3, 0.5.2, 0.5.3rc0, 0.5.3rc2, 0.5.3, 0.5.4, 0.5.5,
-0.5.5.post3, 0.5.6, 0.5.6.post1, 0.5.6.post2, 0.5.7, 0.5.8, 0.5.9 and 0.5.10 (python/sglang/srt/
-server_args.py, model_executor/model_runner.py, from 0.5.7 model_runner_kv_cache_mixin.py,
-managers/tp_worker.py).
+far as it changes the start-up figures, read in the PyPI wheels 0.4.7.post1, 0.4.9.post2, 0.5.0rc0 -
+0.5.0rc2, 0.5.1, 0.5.1.post3, 0.5.2, 0.5.3rc0, 0.5.3rc2, 0.5.3 - 0.5.14, 0.5.16 - 0.5.23
+(python/sglang/srt/server_args.py, from 0.5.13 arg_groups/speculative_hook.py, from 0.5.20
+arg_groups/pipeline.py and memory_hook.py; model_executor/model_runner.py, from 0.5.7
+model_runner_kv_cache_mixin.py, from 0.5.11 pool_configurator.py, from 0.5.16
+model_runner_components/spec_aux_hidden_state.py; managers/tp_worker.py). The pools:
+calc.serving.sglang_spec_pool.
 
-ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
+ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2, the hook from 0.5.13):
 - NEXTN is EAGLE ("NEXTN shares the same implementation of EAGLE"); STANDALONE (a small model
   of its own as the draft) from 0.5.2, refused with DP attention ("Currently standalone
   speculative decoding does not support dp attention.").
@@ -19,9 +21,12 @@ ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
   Glm4MoeForCausalLM from 0.5.6.post1 (absent in 0.5.6; MistralLarge3ForCausalLM from 0.5.6.post1,
   which kvcalc cannot tell from other MLA models: refused before 0.5.8); (5, 4, 8) for
   LlamaForCausalLM and Grok, and for the rest until 0.5.7; from 0.5.8 "The default value for all
-  other models" is (3, 1, 4). With topk 1 the
-  draft tokens are steps + 1 ("speculative_num_draft_tokens is adjusted to speculative_num_steps
-  + 1 when speculative_eagle_topk == 1").
+  other models" is (3, 1, 4) (unchanged to 0.5.23). With topk 1 the draft tokens are steps + 1
+  ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when
+  speculative_eagle_topk == 1").
+- For DeepseekV3 (and, from the wheels listed in MTP_PATH_FROM, Glm4Moe, DeepseekV32, Bailing,
+  Glm4MoeLite, GlmMoeDsa) the draft is the model's own MTP layers: speculative_draft_model_path
+  defaults to the model ("DeepSeek MTP does not require setting speculative_draft_model_path.").
 - check_server_args: "Pipeline parallelism is not compatible with overlap schedule, speculative
   decoding, mixed chunked prefill."
 - mem_fraction_static when unset: the reserve + 2048 MiB ("draft model and larger cuda graph
@@ -29,28 +34,42 @@ ServerArgs (__post_init__; _handle_speculative_decoding from 0.5.3rc2):
   (calc.serving.defaults_sglang), 4096 MiB from 0.5.10 ("eagle draft models and cuda graphs");
   0.5.10's _handle_piecewise_cuda_graph, which runs before the memory settings, turns the
   prefill graph off with any algorithm (so its reserve term is 0; 0.5.11 dropped that rule).
+  0.5.14 drops the speculative reserve (the pool counts the draft instead, below); 0.5.20's
+  memory_hook reads speculative_num_draft_tokens only in PD-disaggregation decode mode. The
+  speculative rules run after the memory settings in every release read (so the fraction and
+  cuda_graph_max_bs defaults see a given max_running_requests only).
 
-ModelRunner.init_memory_pool of the target worker, up to 0.5.6.post2: the token pool holds
-profile_max_num_token's count T' plus a headroom for the draft and verify tokens, "We are sharing the `token_to_kv_pool`,
-and both verify and draft tokens can be concurrently allocated, so we should give a headroom for
-it": T = T' + G x steps x topk + G x draft_tokens + 100, G the max_running_requests as given or
-defaulted (not divided by DP attention: init_memory_pool reads server_args.max_running_requests),
-then rounded down to whole pages and split into the sliding-window pools. The pool so exceeds the
-fraction's budget by the headroom x the cell. The scheduler runs min(G // dp, G) requests
-(calc.serving.sglang_requests). From 0.5.7 (model_runner_kv_cache_mixin.py) there is no headroom:
-draft_runner_cache_size = the target's own count (0.5.9: after the sliding-window split, "Draft
-worker should use SWA adjusted max_total_num_tokens"). The draft worker takes that count for its
-own pool: an MTP draft of an MLA model (DeepSeek-V3 / R1, model_has_mtp_layers) holds
-num_nextn_predict_layers latent layers (MLATokenToKVPool layer_num) and prints its own "KV Cache
-is allocated" line. The draft's weights and pool load after the target's pool, out of the
-(1 - mem_fraction_static) reserve: they change none of the target's figures.
+The target's pool (model_runner / the kv-cache mixin / pool_configurator):
+- up to 0.5.6.post2, init_memory_pool adds a headroom for the draft and verify tokens ("We are
+  sharing the `token_to_kv_pool`, and both verify and draft tokens can be concurrently allocated,
+  so we should give a headroom for it"): T = T' + G x steps x topk + G x draft_tokens + 100, T'
+  profile_max_num_token's count, G the max_running_requests as given or defaulted (not divided by
+  DP attention: init_memory_pool reads server_args.max_running_requests), then rounded down to
+  whole pages and split into the sliding-window pools; the pool so exceeds the fraction's budget
+  by the headroom x the cell;
+- 0.5.7 - 0.5.13: no headroom, draft_runner_cache_size (from 0.5.10 the shared
+  MemoryPoolConfig) = the target's own count;
+- from 0.5.14 DefaultPoolConfigurator divides the budget by the target's cell grown by the
+  draft's layers D ("EAGLE/STANDALONE: scale cell_size to account for draft model KV cache.
+  Assumes draft and target share the same per-layer KV size"): int(cell x (1 + D / L)) to 0.5.21,
+  cell + int(cell x D / L) from 0.5.22, L the target's layers in the cell; D the draft config's
+  num_nextn_predict_layers, else its layers (eagle_draft_num_layers; kvcalc reads no draft
+  config, so it is speculative_draft_num_layers, given, or the model's MTP layers where the
+  draft is the model). The sliding-window and DSA configurators add the draft their own way:
+  refused there.
+The scheduler runs min(G // dp, ...) requests (calc.serving.sglang_requests). The draft worker
+takes the target's count for its own pool: an MTP draft of an MLA model (DeepSeek-V3 / R1,
+model_has_mtp_layers) holds num_nextn_predict_layers latent layers (MLATokenToKVPool layer_num)
+and prints its own "KV Cache is allocated" line. Up to 0.5.13 the draft's weights and pool load
+after the target's pool, out of the (1 - mem_fraction_static) reserve: they change none of the
+target's figures.
 
 Not modelled, refused by name: NGRAM (from 0.5.3rc2: no headroom, its own draft-token settings),
-releases outside 0.4.7.post1 - 0.5.10 (0.5.11 keeps the prefill graph on, 0.5.12 resolves the
-algorithm from the draft checkpoint, 0.5.13 moves the rules to arg_groups/speculative_hook.py,
-0.5.14 counts the draft layers in the target's cell: not read for it yet), linear-attention models (their mamba state pool keeps
-speculative states). Not computed: the draft pool of a separate draft checkpoint (EAGLE / EAGLE3 /
-STANDALONE: its own config.json), of a non-MLA MTP draft, and of DeepSeek-V3.2's (indexer keys).
+releases outside 0.4.7.post1 - 0.5.23, Gemma 4 assistant drafts (0.5.12 turns EAGLE / NEXTN with
+one into FROZEN_KV_MTP), DFLASH, speculative_adaptive, linear-attention models (their mamba state
+pool keeps speculative states), sliding-window and DSA models from 0.5.14. Not computed: the
+draft pool of a separate draft checkpoint (EAGLE / EAGLE3 / STANDALONE: its own config.json), of
+a non-MLA MTP draft, and of DeepSeek-V3.2's (indexer keys).
 """
 
 from __future__ import annotations
@@ -60,11 +79,24 @@ from typing import NamedTuple
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 NOT_MODELLED = ("NGRAM", "LOOKAHEAD")
 SPEC_FROM = (0, 4, 7, 1)
-SPEC_UNTIL = (0, 5, 10, 0)  # the last release modelled (inclusive)
+SPEC_UNTIL = (0, 5, 23, 0)  # the last release modelled (inclusive)
 RESERVE_4_FROM = (0, 5, 10, 0)  # "eagle draft models and cuda graphs": 4 GiB
 PCG_OFF_IN = ((0, 5, 10, 0), (0, 5, 11, 0))  # [from, until): the prefill graph off for it
 HEADROOM_UNTIL = (0, 5, 7, 0)  # init_memory_pool's headroom, until the kv-cache mixin
 OTHER_SMALL_FROM = (0, 5, 8, 0)  # "The default value for all other models": (3, 1, 4)
+DRAFT_CELL_FROM = (0, 5, 14, 0)  # the target's cell counts the draft's layers
+NO_RESERVE_FROM = (0, 5, 14, 0)  # ... and the default fraction's reserve no longer adds for it
+# the architectures whose EAGLE / NEXTN draft is the model's own MTP layers (ServerArgs sets
+# speculative_draft_model_path to the model path; "DeepSeek MTP does not require setting
+# speculative_draft_model_path."): the first wheel read that lists it
+MTP_PATH_FROM = {
+    "deepseek_v3": SPEC_FROM,
+    "glm4_moe": (0, 5, 0, -100),  # absent from 0.4.9.post2
+    "deepseek_v32": (0, 5, 3, -98),
+    "bailing": (0, 5, 3, -98),
+    "glm4_moe_lite": (0, 5, 8, 0),
+    "glm_moe_dsa": (0, 5, 9, 0),
+}
 STANDALONE_FROM = (0, 5, 2, 0)
 DEFAULT_RUNNING = 48
 RESERVE_MIB = 2 * 1024
@@ -86,7 +118,7 @@ SMALL_FROM = {
 # the releases where these rules change (the dashboard's version choices)
 SPEC_CHANGES = (
     SPEC_FROM, SPEC_UNTIL, STANDALONE_FROM, HEADROOM_UNTIL, OTHER_SMALL_FROM, *PCG_OFF_IN,
-    *SMALL_FROM.values(),
+    DRAFT_CELL_FROM, (0, 5, 22, 0), *SMALL_FROM.values(),
 )  # fmt: skip
 LLAMA_FAMILIES = ("llama", "llama-1", "llama-2", "llama-3", "llama-3.1", "llama-3.2")
 DEEPSEEK_FAMILIES = ("deepseek", "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi", "kimi_k2")
@@ -107,10 +139,11 @@ def _release(v: tuple[int, ...]) -> str:
     return release_name(v)
 
 
-def check_algorithm(algorithm, steps, topk, draft) -> None:
-    """The model-independent checks of the four settings (SglangConfig)."""
+def check_algorithm(algorithm, steps, topk, draft, draft_layers=None) -> None:
+    """The model-independent checks of the speculative settings (SglangConfig)."""
     if algorithm is None:
-        for name, x in (("num_steps", steps), ("eagle_topk", topk), ("num_draft_tokens", draft)):
+        named = (("num_steps", steps), ("eagle_topk", topk), ("num_draft_tokens", draft))
+        for name, x in (*named, ("draft_num_layers", draft_layers)):
             if x is not None:
                 raise ValueError(
                     f"'speculative_{name}' needs a 'speculative_algorithm' (one of "
@@ -153,8 +186,9 @@ def sglang_arch(family: str, *, mla: bool, nsa: bool, moe: bool, multimodal: boo
         return "llama"
     if family.startswith("grok"):
         return "grok"
-    if family in ("glm", "glm4_moe") and moe and not (mla or nsa or multimodal):
-        return "glm4_moe"
+    if family in ("glm", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa") and moe and not multimodal:
+        # GLM-4.5 / 4.6 (GQA), GLM-4.7-Flash (MLA), GLM-5 (MLA + DSA)
+        return "glm_moe_dsa" if nsa else "glm4_moe_lite" if mla else "glm4_moe"
     return "mla" if mla else "other"
 
 
@@ -162,8 +196,8 @@ def check_release(v: tuple[int, ...], algorithm: str) -> None:
     if not SPEC_FROM <= v <= SPEC_UNTIL:
         raise ValueError(
             f"'speculative_algorithm' {algorithm}: kvcalc models SGLang's speculative decoding in "
-            f"{_release(SPEC_FROM)} - {_release(SPEC_UNTIL)} (later releases size the pools "
-            f"differently; the module calc.serving.sglang_spec): got {_release(v)}"
+            f"{_release(SPEC_FROM)} - {_release(SPEC_UNTIL)} (the releases read for it; "
+            f"calc.serving.sglang_spec): got {_release(v)}"
         )
     if algorithm == "STANDALONE" and v < STANDALONE_FROM:
         raise ValueError(
@@ -194,7 +228,8 @@ def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
     """`kw` (sglang_settings' settings) completed as ServerArgs completes the speculative ones
     (module docstring); unchanged without an algorithm."""
     algorithm = kw.get("speculative_algorithm")
-    numbers = [kw.get(f"speculative_{n}") for n in ("num_steps", "eagle_topk", "num_draft_tokens")]
+    names = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers")
+    numbers = [kw.get(f"speculative_{n}") for n in names]
     check_algorithm(algorithm, *numbers)  # before the defaults (SglangConfig checks it again)
     if algorithm is None:
         return kw
@@ -221,7 +256,7 @@ def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
 
 def reserve_mib(algorithm: str | None, v: tuple[int, ...]) -> int:
     """What the default mem_fraction_static reserves more for speculative decoding."""
-    if algorithm is None:
+    if algorithm is None or v >= NO_RESERVE_FROM:
         return 0
     if algorithm == "STANDALONE":
         return STANDALONE_RESERVE_MIB
@@ -241,19 +276,6 @@ def speculation(config) -> Speculation | None:
     )
 
 
-def headroom_tokens(config) -> int:
-    """The tokens init_memory_pool adds to the profiled count (0 without speculation)."""
-    if config.speculative_algorithm is None:
-        return 0
-    from calc.serving.defaults_sglang import sglang_version  # (it imports this module)
-
-    s = speculation(config)
-    if sglang_version(config.version) >= HEADROOM_UNTIL:
-        return 0
-    g = config.max_running_requests
-    return g * s.steps * s.topk + g * s.draft_tokens + HEADROOM_BUFFER
-
-
 def check_model(spec, config) -> None:
     """What the model refuses with speculative decoding (plan.engine_plan)."""
     a = config.speculative_algorithm
@@ -269,23 +291,3 @@ def check_model(spec, config) -> None:
             f"'speculative_algorithm' NEXTN drafts with the model's own MTP layers: "
             f"{spec.name!r} has num_nextn_predict_layers=0 (use EAGLE / EAGLE3 with a draft model)"
         )
-
-
-def draft_layers(spec, config, lay) -> int:
-    """The latent layers of the MTP draft's pool that kvcalc computes (module docstring): 0 when
-    it does not compute the draft's pool."""
-    s = speculation(config)
-    if s is None or s.algorithm != "EAGLE" or not lay.mla or lay.index_bytes:
-        return 0
-    return spec.num_nextn_predict_layers
-
-
-def draft_pool_bytes(lay, tokens: int, page_size: int, layers: int) -> int:
-    """The draft worker's MLA pool: the target's tokens, `layers` layers of the same latent
-    (MLATokenToKVPool: tokens + page_size rows a layer)."""
-    return (tokens + page_size) * lay.token_bytes * layers
-
-
-def draft_pool_line(tokens: int, size_bytes: int) -> str:
-    """The draft worker's "KV Cache is allocated" line (MLATokenToKVPool's words)."""
-    return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size_bytes / 2**30:.2f} GB"
