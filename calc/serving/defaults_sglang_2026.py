@@ -21,8 +21,8 @@ MiB, reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs 
   with an MLA backend (model_config.attention_arch == MLA), else len(tokens) x 8 MiB, tokens =
   _generate_piecewise_cuda_graph_tokens(max tokens) (the 0.5.9 list: 4..32 step 4, 48..256 /16,
   288..512 /32, 576..1024 /64, 1280..4096 /256, 4608.. /512), max tokens = chunked_prefill_size
-  (2048 with MLA), at most 4096 when "llama-2" is in the model path. Speculative +4 GiB
-  (EAGLE, was +2) is not modelled (kvcalc plans no draft model).
+  (2048 with MLA), at most 4096 when "llama-2" is in the model path. Speculative decoding's
+  reserve (+4 GiB from 0.5.10 to 0.5.13, was +2) is calc/serving/sglang_spec.py's reserve_mib.
 - 0.5.13: the max tokens are capped by context_length when it is given (#21112; in the memory
   settings until 0.5.17); DeepSeek NSA leaves the list (graph on, MLA: 1.5 GiB).
 - 0.5.14: --disable-piecewise-cuda-graph is an alias of --cuda-graph-backend-prefill=disabled
@@ -45,8 +45,10 @@ memory settings and graph rules as their release (their server_args.py compared)
 Refused (ValueError): a linear-attention model on 0.5.10 - 0.5.14 whose name does not say
 Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH and
 GraniteMoeHybrid are not on that list (tc piecewise graph on, 0.5.10 - 0.5.14); NemotronH turns
-the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible). Not modelled: the conditions kvcalc has no setting for (LoRA, torch
-compile, speculative decoding, DeepEP, PD disaggregation, CPU offload, max_total_tokens).
+the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible).
+Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py. Not modelled:
+the conditions kvcalc has no setting for (LoRA, torch compile, DeepEP, PD disaggregation, CPU
+offload, max_total_tokens).
 """
 
 from __future__ import annotations
