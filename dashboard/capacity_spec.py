@@ -1,6 +1,6 @@
 """The capacity page's Engine section: vLLM's speculative decoding (calc.serving.vllm_spec: an
 MTP drafter's layers and the speculative tokens in the KV cache), SGLang's (calc.serving.
-sglang_spec: --speculative-algorithm and its three numbers) and a logged "Available KV cache
+sglang_spec: --speculative-algorithm, its three numbers and the draft's layers and weights) and a logged "Available KV cache
 memory" to plan from instead of deriving it (needed with vLLM's speculative decoding, whose
 drafter kvcalc does not size)."""
 
@@ -10,14 +10,15 @@ from dashboard import state, ui
 
 METHODS = ["none", "mtp", "ngram"]
 ALGORITHMS = ["none", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]
+MAX_GIVEN_GIB = 4096.0
 SGLANG_NUMBERS = (  # URL key, server argument, its largest value here
     ("esteps", "speculative_num_steps", 64),
     ("etopk", "speculative_eagle_topk", 64),
     ("edraft", "speculative_num_draft_tokens", 1024),
     ("edlay", "speculative_draft_num_layers", 256),
+    ("edw", "speculative_draft_weights_gib", MAX_GIVEN_GIB),
 )
 MAX_SPEC_TOKENS = 64
-MAX_GIVEN_GIB = 4096.0
 
 
 def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
@@ -78,23 +79,30 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
         "tokens; from 0.5.14 its cell counts the draft's layers (speculative_draft_num_layers: "
         "the draft checkpoint's num_hidden_layers; an MTP model's own by default); "
         "max_running_requests defaults to 48 and the default mem_fraction_static reserves "
-        "2 GiB more (4 in 0.5.10 - 0.5.13, STANDALONE 6). NEXTN drafts with the model's own MTP layers (DeepSeek-V3 "
-        "/ R1: its pool is the second 'KV Cache is allocated' line).",
+        "2 GiB more (4 in 0.5.10 - 0.5.13, STANDALONE 6); from 0.5.14 the draft loads before "
+        "the target's pool is sized, so its weights (speculative_draft_weights_gib: the draft "
+        "worker's 'Load weight end ... mem usage') are needed to derive the pool. NEXTN drafts "
+        "with the model's own MTP layers (DeepSeek-V3 / R1: its pool is the second 'KV Cache "
+        "is allocated' line).",
     )
     if algorithm == "none":
         return ["esalg"], {}
     keys, out = ["esalg"], {"speculative_algorithm": algorithm}
-    for c, (key, field, hi) in zip(st.columns(4), SGLANG_NUMBERS, strict=False):
+    blanks = {
+        "esteps": "SGLang's auto choice",
+        "edlay": "the MTP layers",
+        "edw": "none (needed from 0.5.14)",
+    }
+    for c, (key, field, hi) in zip(st.columns(5), SGLANG_NUMBERS, strict=True):
+        whole = key != "edw"
         with c:
             out[field] = ui.optional_input(
                 key,
                 field,
-                1,
+                1 if whole else 0.01,
                 hi,
-                whole=True,
-                blank={"esteps": "SGLang's auto choice", "edlay": "the MTP layers"}.get(
-                    key, "by the others"
-                ),
+                whole=whole,
+                blank=blanks.get(key, "by the others"),
                 field=field,
             )
         keys.append(key)

@@ -38,9 +38,14 @@ def test_given_numbers_and_refusals():
     # 0.5.23 counts a separate draft's layers in the pool: blank, it is refused by name
     at = open_page("capacity", **base, engine="sglang", ever="0.5.23", esalg="EAGLE")
     assert "'speculative_draft_num_layers'" in errors(at) and "\n" not in errors(at)
+    # ... and sizes the pool after the draft's weights: blank, refused by name
     at = open_page("capacity", **base, engine="sglang", ever="0.5.23", elen="8192",
                    esalg="EAGLE3", edlay="1")  # fmt: skip
+    assert "'speculative_draft_weights_gib'" in errors(at) and "\n" not in errors(at)
+    at = open_page("capacity", **base, engine="sglang", ever="0.5.23", elen="8192",
+                   esalg="EAGLE3", edlay="1", edw="1.5")  # fmt: skip
     assert errors(at) == ""
     p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.23", max_model_len=8192,
-                    speculative_algorithm="EAGLE3", speculative_draft_num_layers=1)  # fmt: skip
+                    speculative_algorithm="EAGLE3", speculative_draft_num_layers=1,
+                    speculative_draft_weights_gib=1.5)  # fmt: skip
     assert at.code[0].value.splitlines() == p.log_lines

@@ -137,11 +137,14 @@ def test_engine_plan_reads_the_preset_nvidia_smi_total():
     cfg = prepare("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.4")[2]
     r = 512 + 8192 * 1.5 + 256 * 2 + 1 / 8 * 1024
     assert cfg.mem_fraction_static == round((H100 - r) / H100, 3)
-    # a multimodal preset: adjust_mem_fraction_for_vlm (#6881) by Gemma 3's SigLIP tower, 27
-    # layers of width 1152 (the checkpoint's vision_config), against ViT-L/14's 24 x 1024^2
-    vlm = prepare("gemma-3-4b", "h100-sxm", "sglang", version="0.5.4")[2]
-    factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1)))
+    # a multimodal preset: adjust_mem_fraction_for_vlm (#6881) by Mistral-Small-3.1's Pixtral
+    # tower, 24 layers of width 1024 (the checkpoint's vision_config), ViT-L/14's 24 x 1024^2
+    vlm = prepare("mistral-small-3.1", "h100-sxm", "sglang", version="0.5.4")[2]
+    factor = 0.95 * max(0.8, min(1.05, 1 - 0.1 * (24 * 1024**2 / (24 * 1024**2) - 1)))
     assert vlm.mem_fraction_static == pytest.approx(round((H100 - r) / H100, 3) * factor, 1e-12)
+    # Gemma 3's multimodal checkpoint is on mm_disabled_models (model_config.py): not scaled
+    gemma = prepare("gemma-3-4b", "h100-sxm", "sglang", version="0.5.4")[2]
+    assert gemma.mem_fraction_static == round((H100 - r) / H100, 3)
     # an AMD preset is refused by name
     with pytest.raises(ValueError, match="on a AMD GPU"):
         prepare("llama-3.1-8b", "mi300x", "sglang", version="0.5.4")

@@ -19,7 +19,9 @@ SGLANG_ALTERNATIVE = {
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
 VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
-SGLANG_SPEC_FLAGS = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers")
+SGLANG_SPEC_FLAGS = (
+    "num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers", "draft_weights_gib",
+)  # fmt: skip
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -168,12 +170,20 @@ def add_engine_args(p) -> None:
         metavar="A",
         help="SGLang 0.4.7.post1 - 0.5.23: EAGLE, EAGLE3, NEXTN or STANDALONE",
     )
-    for name in SGLANG_SPEC_FLAGS:
+    for name in SGLANG_SPEC_FLAGS[:-1]:
         flag = "--speculative-" + name.replace("_", "-")
         what = "SGLang" if name != "draft_num_layers" else (
             "kvcalc: the draft checkpoint's layers (SGLang 0.5.14+ counts them in the pool)"
         )  # fmt: skip
         g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help=what)
+    g.add_argument(
+        "--speculative-draft-weights-gib",
+        type=fraction,
+        default=None,
+        metavar="X",
+        help="kvcalc: the draft worker's 'Load weight end ... mem usage' (SGLang 0.5.14+ sizes "
+        "the pool after it)",
+    )
     g.add_argument(
         "--target-concurrency",
         type=fraction,

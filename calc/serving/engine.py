@@ -192,6 +192,9 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     # kvcalc's: the draft checkpoint's layers (its num_hidden_layers; an MTP draft's
     # num_nextn_predict_layers), which the target's pool counts from 0.5.14 (sglang_spec_pool)
     speculative_draft_num_layers: int | None = Field(default=None, gt=0)
+    # kvcalc's: the draft worker's own "Load weight end ... mem usage" (GB as SGLang prints
+    # it: GiB), resident when the target's pool is sized from 0.5.14 (sglang_spec_pool)
+    speculative_draft_weights_gib: float | None = Field(default=None, gt=0, le=4096)
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
@@ -201,6 +204,7 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
             self.speculative_eagle_topk,
             self.speculative_num_draft_tokens,
             self.speculative_draft_num_layers,
+            self.speculative_draft_weights_gib,
         )
         f = self.mem_fraction_static
         if not 0 < f < 1:

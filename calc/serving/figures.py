@@ -122,12 +122,21 @@ def sglang_init_used(config, calibration, hw) -> int:
     return sglang_init_used_bytes(world, hw)
 
 
-def sglang_rest(weights, total, init_used, mem_fraction_static):
-    """profile_max_num_token's budget on the heaviest rank: the free memory after the weights
-    and what the load takes beside them (sglang_memory.sglang_load_extra_bytes)."""
-    sg_total = total - init_used  # SGLang's "total": free memory after its start-up
-    after = sg_total - max(weights) - sglang_load_extra_bytes()
-    return m.sglang_rest_bytes(after, sg_total, mem_fraction_static)
+def sglang_free(weights, total, init_used, held=0):
+    """(pre, available): SGLang's "total" (the free memory after its start-up, before the
+    weights) and the free memory the pool sizing reads on the heaviest rank: after the weights,
+    what the load takes beside them (sglang_memory.sglang_load_extra_bytes) and `held` (the
+    draft worker's weights from 0.5.14: sglang_spec_pool.draft_weight_bytes)."""
+    pre = total - init_used
+    return pre, pre - max(weights) - sglang_load_extra_bytes() - held
+
+
+def sglang_rest(weights, total, init_used, mem_fraction_static, held=0, reserved=0):
+    """profile_max_num_token's budget: the free memory sglang_free reads minus the (1 -
+    mem_fraction_static) reserve and `reserved` (the multimodal reservation from 0.5.18:
+    sglang_budget.mm_reserve_bytes)."""
+    pre, after = sglang_free(weights, total, init_used, held)
+    return m.sglang_rest_bytes(after, pre, mem_fraction_static) - reserved
 
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:

@@ -21,7 +21,7 @@ from calc.activation import activation_dtype
 from calc.presets import resolve_model
 from calc.serving import figures as f
 from calc.serving import memory as m
-from calc.serving.engine import SglangConfig, VllmConfig, engine_config
+from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
 from calc.serving.hardware import HardwareSpec, cuda_capability, resolve_hardware
@@ -32,6 +32,7 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_multimodal import sglang_multimodal, sglang_weight_spec
 from calc.serving.sglang_page import kind_of as sglang_kind
 from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
@@ -90,7 +91,7 @@ def prepare(
             gpu_name=hw.name,
             gpu_vendor=hw.vendor,
             model_max_len=spec.max_position_embeddings,
-            multimodal=spec.vision.kind if spec.vision else None,
+            multimodal=_multimodal(spec, engine, settings.get("version")),
             vision_tower=(spec.vision.num_hidden_layers, spec.vision.hidden_size)
             if spec.vision
             else None,
@@ -111,7 +112,8 @@ def prepare(
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
-    weights, wd = plan_weights(spec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
+    wspec = sglang_weight_spec(spec, config.version) if config.engine == "sglang" else spec
+    weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
@@ -150,6 +152,14 @@ def prepare(
     if calibration and "total_memory_bytes" in calibration:
         total = int(calibration["total_memory_bytes"])
     return spec, hw, config, lay, weights, kd, wd, total
+
+
+def _multimodal(spec, engine: str, version: str | None) -> str | None:
+    """The vision encoder kind the engine's fraction rules see: SGLang's is_multimodal
+    (calc.serving.sglang_multimodal), vLLM's any encoder."""
+    if engine == "sglang":
+        return sglang_multimodal(spec, version or DEFAULT_VERSION["sglang"])
+    return spec.vision.kind if spec.vision else None
 
 
 def engine_plan(

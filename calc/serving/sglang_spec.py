@@ -62,7 +62,9 @@ takes the target's count for its own pool: an MTP draft of an MLA model (DeepSee
 model_has_mtp_layers) holds num_nextn_predict_layers latent layers (MLATokenToKVPool layer_num)
 and prints its own "KV Cache is allocated" line. Up to 0.5.13 the draft's weights and pool load
 after the target's pool, out of the (1 - mem_fraction_static) reserve: they change none of the
-target's figures.
+target's figures. From 0.5.14 the draft loads first (calc.serving.sglang_budget): its "Load
+weight end ... mem usage" (with the bf16 embed / lm_head copies an MTP draft frees only after the
+target's pool is sized, sglang#36452) is speculative_draft_weights_gib, needed to derive the pool.
 
 Not modelled, refused by name: NGRAM (from 0.5.3rc2: no headroom, its own draft-token settings),
 releases outside 0.4.7.post1 - 0.5.23, Gemma 4 assistant drafts (0.5.12 turns EAGLE / NEXTN with
@@ -139,11 +141,12 @@ def _release(v: tuple[int, ...]) -> str:
     return release_name(v)
 
 
-def check_algorithm(algorithm, steps, topk, draft, draft_layers=None) -> None:
+def check_algorithm(algorithm, steps, topk, draft, draft_layers=None, draft_weights=None) -> None:
     """The model-independent checks of the speculative settings (SglangConfig)."""
     if algorithm is None:
         named = (("num_steps", steps), ("eagle_topk", topk), ("num_draft_tokens", draft))
-        for name, x in (*named, ("draft_num_layers", draft_layers)):
+        kvcalc = (("draft_num_layers", draft_layers), ("draft_weights_gib", draft_weights))
+        for name, x in (*named, *kvcalc):
             if x is not None:
                 raise ValueError(
                     f"'speculative_{name}' needs a 'speculative_algorithm' (one of "
@@ -228,7 +231,7 @@ def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
     """`kw` (sglang_settings' settings) completed as ServerArgs completes the speculative ones
     (module docstring); unchanged without an algorithm."""
     algorithm = kw.get("speculative_algorithm")
-    names = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers")
+    names = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers", "draft_weights_gib")
     numbers = [kw.get(f"speculative_{n}") for n in names]
     check_algorithm(algorithm, *numbers)  # before the defaults (SglangConfig checks it again)
     if algorithm is None:

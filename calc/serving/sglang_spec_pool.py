@@ -38,6 +38,12 @@ def resolve_draft_layers(spec, config, lay, arch: str):
     if config.speculative_algorithm is None:
         return config
     v = sglang_version(config.version)
+    if v < DRAFT_CELL_FROM and config.speculative_draft_weights_gib is not None:
+        raise ValueError(
+            f"'speculative_draft_weights_gib' sizes nothing on sglang {release_name(v)}: the "
+            "draft worker loads after the target's pool there (from 0.5.14 before it); got "
+            f"{config.speculative_draft_weights_gib}"
+        )
     d = config.speculative_draft_num_layers
     mtp = spec.num_nextn_predict_layers
     since = MTP_PATH_FROM.get(arch)
@@ -62,6 +68,25 @@ def resolve_draft_layers(spec, config, lay, arch: str):
     if d == config.speculative_draft_num_layers:
         return config
     return config.model_copy(update={"speculative_draft_num_layers": d})
+
+
+def draft_weight_bytes(config) -> int:
+    """The draft worker's weights resident when the target's pool is sized (calc.serving.
+    sglang_budget): 0 without speculation or up to 0.5.13 (the draft loads after the pool), from
+    0.5.14 speculative_draft_weights_gib, required there: kvcalc reads no draft checkpoint."""
+    if config.speculative_algorithm is None:
+        return 0
+    v = sglang_version(config.version)
+    if v < DRAFT_CELL_FROM:
+        return 0
+    if config.speculative_draft_weights_gib is None:
+        raise ValueError(
+            "'speculative_draft_weights_gib' (the draft worker's 'Load weight end ... mem "
+            f"usage', GB) must be given to derive the pool on sglang {release_name(v)}: the "
+            "draft loads before the target's pool is sized and kvcalc reads no draft "
+            "checkpoint (or plan from a given --available-kv-gib)"
+        )
+    return int(config.speculative_draft_weights_gib * GIB)
 
 
 def pool_cell_bytes(cell: int, config, layers: int) -> int:

@@ -1,0 +1,58 @@
+"""What SGLang's KV budget is short of beside the target's weights, and the refusal when none is
+left (calc.serving.figures.sglang_rest takes the budget from here).
+
+The budget (profile_max_num_token; from 0.5.14 ModelRunnerKVCacheMixin._profile_available_bytes,
+from 0.5.16 mem_cache/kv_cache_configurator.py) is the free memory the pool sizing reads
+(get_available_gpu_memory, GB there = GiB) minus pre_model_load_memory x (1 -
+mem_fraction_static), read in the released wheels (pypi.org sglang <version>):
+- from 0.5.14 the free memory is read after the draft worker has loaded too (Scheduler.
+  init_model_worker: init_tp_model_worker, maybe_init_draft_worker, then init_memory_pools;
+  sglang#23862): its weights (the draft worker's own "Load weight end ... mem usage", with the
+  bf16 embed_tokens / lm_head copies an MTP draft frees only in alloc_memory_pool, after the
+  target's pool is sized: sglang#36452) are calc.serving.sglang_spec_pool.draft_weight_bytes;
+- from 0.5.18 a multimodal model's budget also leaves out mm_runtime_reservation_gb ("Multimodal
+  GPU memory allocated only after the KV pool is sized"): SGLANG_VLM_CACHE_SIZE_MB (environ.py:
+  100), + SGLANG_MM_FEATURE_CACHE_MB (1024) with --mm-feature-transport cuda_ipc / cuda_vmm,
+  which kvcalc has no setting for (unset: cpu on one node, so not added). is_multimodal: the
+  architecture on multimodal_model_archs or a vision / audio sub-config (model_config.py);
+  kvcalc's is calc.serving.sglang_multimodal.sglang_multimodal;
+- from 0.5.14 a budget of 0 or less raises its own ValueError ("Loaded weights leave no GPU
+  memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static above S
+  (minimum viable = 1 - available/pre = M). If using speculative decoding, draft weights are now
+  counted."), S = ceil(M x 1000) / 1000, M = 1 - available / pre; before it such a budget gives
+  0 tokens and the pool's "Not enough memory" (calc.serving.memory.sglang_refusal).
+"""
+
+from __future__ import annotations
+
+import math
+
+from calc.serving.defaults_sglang import sglang_version
+
+BUDGET_REFUSAL_FROM = (0, 5, 14, 0)
+MM_RESERVE_FROM = (0, 5, 18, 0)
+VLM_CACHE_MIB = 100  # SGLANG_VLM_CACHE_SIZE_MB's default (environ.py, 0.5.17 - 0.5.23)
+GIB = 2**30
+
+
+def mm_reserve_bytes(version: str, multimodal: bool) -> int:
+    """mm_runtime_reservation_gb in bytes: 100 MiB for a multimodal model from 0.5.18."""
+    if not multimodal or sglang_version(version) < MM_RESERVE_FROM:
+        return 0
+    return VLM_CACHE_MIB * 2**20
+
+
+def budget_refusal(config, pre_bytes: int, available_bytes: int, rest_bytes: int) -> str | None:
+    """0.5.14's refusal of a budget of 0 or less (module docstring); `pre_bytes`: the free memory
+    before the weights, `available_bytes`: after them (the draft's too), `rest_bytes`: the
+    budget (after the mamba state pool, which is charged before the check)."""
+    if sglang_version(config.version) < BUDGET_REFUSAL_FROM or rest_bytes > 0:
+        return None
+    minimum = 1 - (available_bytes / GIB) / (pre_bytes / GIB)
+    suggested = math.ceil(minimum * 1000) / 1000
+    return (
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+        f"{config.mem_fraction_static}. Raise --mem-fraction-static above {suggested:.3f} "
+        f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative decoding, "
+        "draft weights are now counted."
+    )

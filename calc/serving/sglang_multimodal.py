@@ -1,0 +1,60 @@
+"""Whether SGLang runs a checkpoint with a vision encoder as a multimodal model, and whether it
+builds the encoder, when --enable-multimodal is not given (kvcalc has no such setting), read in
+the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, gemma3_mm.py):
+
+- ModelConfig.is_multimodal = enable_multimodal and the architecture on multimodal_model_archs.
+  enable_multimodal unset is False for mm_disabled_models ("Multimodal is disabled for
+  {model_type}. To enable it, set --enable-multimodal."): Gemma3ForConditionalGeneration and
+  Llama4ForConditionalGeneration from 0.4.6 to 0.5.23 (0.4.5.post1's test,
+  `architectures == "Llama4ForConditionalGeneration"`, compares a list with a string and never
+  holds). Gemma3ForConditionalGeneration joined multimodal_model_archs in 0.4.4.post2,
+  Llama4ForConditionalGeneration in 0.4.5.post1 (0.4.5: "TODO: add multimodal support"). So
+  Gemma 3's and Llama 4's multimodal checkpoints are multimodal only in [0.4.4.post2, 0.4.6) and
+  [0.4.5.post1, 0.4.6); every other encoder kvcalc knows is taken as multimodal.
+  is_multimodal decides the default fraction's VLM factor (calc.serving.defaults_sglang
+  sglang_vlm_default_scale, sglang_vlm_runner_scale) and 0.5.18's reservation
+  (calc.serving.sglang_budget).
+- Llama 4's vision model is built only with server_args.enable_multimodal from 0.5.0rc0
+  (mllama4.py: has_vision = has_vision_weights and enable_multimodal; 0.4.9.post2 on the
+  checkpoint's vision weights alone, 0.4.6.post5 - 0.4.7.post1 always): its weights are then
+  not loaded. Gemma 3's SiglipVisionModel is built in every release read.
+"""
+
+from __future__ import annotations
+
+from calc.serving.defaults_sglang import sglang_version
+
+# kvcalc's family names (preset, HF import) of the two architectures on mm_disabled_models
+GEMMA3 = ("gemma-3", "gemma3", "gemma3_text")
+LLAMA4 = ("llama-4", "llama4", "llama4_text")
+MM_DISABLED_FROM = (0, 4, 6, 0)
+MULTIMODAL_FROM = {"gemma": (0, 4, 4, 2), "llama4": (0, 4, 5, 1)}
+LLAMA4_VISION_GATED_FROM = (0, 5, 0, -100)  # 0.5.0rc0
+
+
+def _kind(spec) -> str | None:
+    if spec.vision is None:
+        return None
+    if spec.family in GEMMA3:
+        return "gemma"
+    if spec.family in LLAMA4:
+        return "llama4"
+    return "other"
+
+
+def sglang_multimodal(spec, version: str) -> str | None:
+    """The vision encoder's kind where SGLang's is_multimodal holds, else None."""
+    kind = _kind(spec)
+    if kind is None:
+        return None
+    if kind == "other":
+        return spec.vision.kind
+    v = sglang_version(version)
+    return spec.vision.kind if MULTIMODAL_FROM[kind] <= v < MM_DISABLED_FROM else None
+
+
+def sglang_weight_spec(spec, version: str):
+    """`spec` as SGLang loads it: without Llama 4's vision encoder from 0.5.0rc0."""
+    if _kind(spec) == "llama4" and sglang_version(version) >= LLAMA4_VISION_GATED_FROM:
+        return spec.model_copy(update={"vision": None})
+    return spec
