@@ -45,8 +45,11 @@ def test_mm_disabled_architectures_outside_their_window(model, multimodal_in):
     for v in ("0.5.6", "0.5.23"):
         text = frac("llama-3.1-8b", v, **kw).mem_fraction_static
         assert frac(model, v, **kw).mem_fraction_static == text
-        one = frac("llama-3.1-8b", v).mem_fraction_static
-        assert frac("mistral-small-3.1", v).mem_fraction_static == pytest.approx(one * 0.95)
+        # (from 0.5.10 a multimodal model's prefill graph is off: the next test)
+        one = frac("llama-3.1-8b", v, disable_piecewise_cuda_graph={"0.5.23": True}.get(v))
+        assert frac("mistral-small-3.1", v).mem_fraction_static == pytest.approx(
+            one.mem_fraction_static * 0.95
+        )
 
 
 def test_hf_import_takes_the_same_rule():
@@ -69,3 +72,34 @@ def test_llama4_vision_weights_are_not_loaded_from_0_5_0():
     a = engine_plan("gemma-3-4b", "h100-sxm", "sglang", version="0.4.9.post2", max_model_len=8192)
     b = engine_plan("gemma-3-4b", "h100-sxm", "sglang", version="0.5.6", max_model_len=8192)
     assert a.weights_bytes == b.weights_bytes
+
+
+def test_the_prefill_graph_is_off_for_multimodal_models():
+    # _handle_piecewise_cuda_graph (0.5.10 - 0.5.13: "9. Multimodal / VLM models"), 0.5.14's
+    # tc_piecewise rules (only Cohere2Vision allowlisted), 0.5.15's breakable "multimodal model"
+    # rule, and from 0.5.16 multimodal_breakable_cuda_graph_supported_model_archs (no
+    # Mistral3ForConditionalGeneration): Mistral-Small-3.1's default is a text model's with the
+    # graph off, x 0.95 for its Pixtral tower (24 x 1024, ViT-L/14's size)
+    for v in ("0.5.10", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.23"):
+        off = frac("llama-3.1-8b", v, disable_piecewise_cuda_graph=True).mem_fraction_static
+        on = frac("llama-3.1-8b", v).mem_fraction_static
+        assert on < off  # the text model keeps its graph's reserve
+        assert frac("mistral-small-3.1", v).mem_fraction_static == pytest.approx(off * 0.95)
+    # Qwen3.5's multimodal checkpoint: off to 0.5.15 (no linear-attention refusal: the
+    # multimodal rule decides), its text rules from 0.5.16, where it is allowlisted
+    with open(f"{FIXTURES}/qwen3.5-27b.json") as fh:
+        qwen = from_hf_config(json.load(fh))
+    kw = dict(tensor_parallel_size=2)
+    for v, listed in (("0.5.12", False), ("0.5.15", False), ("0.5.16", True), ("0.5.23", True)):
+        off = frac(qwen, v, "h200", disable_piecewise_cuda_graph=True, **kw).mem_fraction_static
+        default = frac(qwen, v, "h200", **kw).mem_fraction_static
+        assert (default < off) is listed
+    # Kimi K2.5 in 0.5.16 - 0.5.17: allowlisted for tc_piecewise, not for breakable: refused
+    kimi = dict(tensor_parallel_size=8)
+    with pytest.raises(ValueError, match="'disable_piecewise_cuda_graph' must be given for Kimi"):
+        frac("kimi-k2.5", "0.5.17", "h200", **kimi)
+    assert frac("kimi-k2.5", "0.5.17", "h200", disable_piecewise_cuda_graph=True, **kimi)
+    # from 0.5.18 it is on the breakable list: its MLA graph reserves 1.5 GiB (143,771 MiB)
+    off = frac("kimi-k2.5", "0.5.18", "h200", disable_piecewise_cuda_graph=True, **kimi)
+    on = frac("kimi-k2.5", "0.5.18", "h200", **kimi)
+    assert off.mem_fraction_static > on.mem_fraction_static

@@ -46,12 +46,15 @@ Refused (ValueError): a linear-attention model on 0.5.10 - 0.5.14 whose name doe
 Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH and
 GraniteMoeHybrid are not on that list (tc piecewise graph on, 0.5.10 - 0.5.14); NemotronH turns
 the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible).
-Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py. Not modelled:
+Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py, a multimodal
+model's graph rules in calc/serving/sglang_multimodal.py. Not modelled:
 the conditions kvcalc has no setting for (LoRA, torch compile, DeepEP, PD disaggregation, CPU
 offload, max_total_tokens).
 """
 
 from __future__ import annotations
+
+from calc.serving.sglang_multimodal import prefill_graph_off
 
 AFTER_056 = (0, 5, 6, 2)  # defaults_sglang.py's newest; this module from 0.5.7
 PCG_ON_FROM = (0, 5, 10, 0)  # piecewise CUDA graph on by default
@@ -101,11 +104,15 @@ def prefill_graph_on(
     dp_attention: bool,
     pp: int,
     nemotron_h: bool = False,
+    multimodal: str | None = None,
 ) -> bool:
     """Whether the prefill (piecewise / breakable) CUDA graph is on when the memory settings
-    run: the user's --disable-piecewise-cuda-graph, else the release's rules (docstring)."""
+    run: the user's --disable-piecewise-cuda-graph, else the release's rules (docstring; a
+    multimodal model's: calc.serving.sglang_multimodal.prefill_graph_off)."""
     if disable is not None or version < PCG_ON_FROM:
         return disable is False
+    if prefill_graph_off(version, multimodal):
+        return False
     if version < BREAKABLE_FROM:  # tc_piecewise and its auto-disable rules
         if nsa and version < NSA_PCG_OFF_UNTIL:
             return False
@@ -165,6 +172,7 @@ def prefill_graph_extra_mib(
     model_name: str = "",
     context_length: int | None = None,
     nemotron_h: bool = False,
+    multimodal: str | None = None,
 ) -> float:
     """What releases after v0.5.6.post2 add to the default's reserve (MiB) before the 10 GiB
     floor (module docstring): the prefill graph's, when it is on. `mla` (the model's attention
@@ -180,6 +188,7 @@ def prefill_graph_extra_mib(
         nemotron_h=nemotron_h,
         dp_attention=dp_attention,
         pp=pp,
+        multimodal=multimodal,
     )
     if not on:
         return 0

@@ -75,6 +75,7 @@ def sglang_settings(
                 nemotron_h=nemotron_h,
                 model_name=model_name,
                 context_length=kw.get("max_model_len"),  # only when given
+                multimodal=multimodal,  # SGLang's is_multimodal (calc.serving.sglang_multimodal)
             )
         kw["mem_fraction_static"] = sglang_mem_fraction_default(
             sv,
