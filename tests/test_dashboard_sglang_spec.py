@@ -21,15 +21,24 @@ def test_nextn_on_deepseek_v3_prints_both_pools():
     assert "max_running_requests=48" in lines[-1]
 
 
-def test_given_numbers_and_refusals():
-    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
-    at = open_page("capacity", **base, engine="sglang", ever="0.5.3.post1", elen="8192",
-                   esalg="EAGLE", esteps="2", etopk="1")  # fmt: skip
+LLAMA = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+
+
+def page_matches_plan(url: dict, **settings) -> None:
+    """The page at Llama-3.1-8B's `url` keys shows no error and the API's start-up lines."""
+    at = open_page("capacity", **LLAMA, engine="sglang", elen="8192", **url)
     assert errors(at) == ""
-    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.3.post1", max_model_len=8192,
-                    speculative_algorithm="EAGLE", speculative_num_steps=2,
-                    speculative_eagle_topk=1)  # fmt: skip
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", max_model_len=8192, **settings)
     assert at.code[0].value.splitlines() == p.log_lines
+
+
+def test_given_numbers_and_refusals():
+    base = LLAMA
+    page_matches_plan(
+        dict(ever="0.5.3.post1", esalg="EAGLE", esteps="2", etopk="1"),
+        version="0.5.3.post1", speculative_algorithm="EAGLE", speculative_num_steps=2,
+        speculative_eagle_topk=1,
+    )  # fmt: skip
     # topk without steps: SGLang asserts all three or none
     at = open_page(
         "capacity", **base, engine="sglang", ever="0.5.3.post1", esalg="EAGLE", etopk="2"
@@ -42,10 +51,8 @@ def test_given_numbers_and_refusals():
     at = open_page("capacity", **base, engine="sglang", ever="0.5.23", elen="8192",
                    esalg="EAGLE3", edlay="1")  # fmt: skip
     assert "'speculative_draft_weights_gib'" in errors(at) and "\n" not in errors(at)
-    at = open_page("capacity", **base, engine="sglang", ever="0.5.23", elen="8192",
-                   esalg="EAGLE3", edlay="1", edw="1.5")  # fmt: skip
-    assert errors(at) == ""
-    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.23", max_model_len=8192,
-                    speculative_algorithm="EAGLE3", speculative_draft_num_layers=1,
-                    speculative_draft_weights_gib=1.5)  # fmt: skip
-    assert at.code[0].value.splitlines() == p.log_lines
+    page_matches_plan(
+        dict(ever="0.5.23", esalg="EAGLE3", edlay="1", edw="1.5"),
+        version="0.5.23", speculative_algorithm="EAGLE3", speculative_draft_num_layers=1,
+        speculative_draft_weights_gib=1.5,
+    )  # fmt: skip
