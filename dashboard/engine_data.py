@@ -131,11 +131,13 @@ def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
 
 
 def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
-    """Per-GPU memory as the engine accounts it: weights, activation peak, non-torch memory,
-    CUDA graphs (when the version subtracts them), the KV cache, and the rest of the GPU's
-    total ("free": what the engine leaves unused). Terms the plan does not have are left out."""
+    """Per-GPU memory as the engine accounts it: weights (from SGLang 0.5.14 the draft's too),
+    activation peak, non-torch memory, CUDA graphs (when the version subtracts them), the KV
+    cache, and the rest of the GPU's total ("free": what the engine leaves unused). Terms the
+    plan does not have are left out."""
     parts = [
         ("weights", p.weights_bytes),
+        ("draft weights", p.draft_weights_bytes),
         ("activation peak", p.activation_bytes),
         ("non-torch", p.non_torch_bytes),
         ("CUDA graphs", p.cudagraph_bytes or None),

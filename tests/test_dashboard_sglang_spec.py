@@ -56,3 +56,20 @@ def test_given_numbers_and_refusals():
         version="0.5.23", speculative_algorithm="EAGLE3", speculative_draft_num_layers=1,
         speculative_draft_weights_gib=1.5,
     )  # fmt: skip
+
+
+def test_memory_stack_shows_the_draft_weights():
+    from dashboard.capacity_charts import engine_memory_chart
+    from dashboard.engine_data import engine_stack_frame
+
+    kw = dict(version="0.5.23", max_model_len=8192, speculative_algorithm="EAGLE3",
+              speculative_draft_num_layers=1)  # fmt: skip
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", speculative_draft_weights_gib=1.5, **kw)
+    df = engine_stack_frame(p)
+    parts = dict(zip(df["category"], df["bytes"], strict=True))
+    assert parts["draft weights"] == int(1.5 * 2**30)  # as given: SGLang's "mem usage" GB
+    assert df["bytes"].sum() == p.total_memory_bytes
+    engine_memory_chart(df).to_dict()
+    # from a given budget the draft is not needed, and not drawn
+    given = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", available_kv_gib=20, **kw)
+    assert "draft weights" not in set(engine_stack_frame(given)["category"])

@@ -7,6 +7,7 @@ leave no GPU memory for the KV cache ..."), 0.5.16 - 0.5.23 mem_cache/kv_cache_c
 environ.py), 0.5.13's model_runner_kv_cache_mixin.py (no such check: the pool's "Not enough
 memory")."""
 
+import json
 import math
 
 import pytest
@@ -98,7 +99,11 @@ def test_cli_flag_and_its_refusals(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'speculative_draft_weights_gib'" in err
     flag = ["--speculative-draft-weights-gib", "1.5"]
+    assert main([*argv, "--engine-version", "0.5.20", *spec, *flag]) == 0
+    assert "draft weights 1.50 GiB before the pool" in capsys.readouterr().out
     assert main([*argv, "--engine-version", "0.5.20", *spec, *flag, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["draft_weights_bytes"] == int(1.5 * GIB)
     assert main([*argv, "--engine-version", "0.5.20", *spec, "--speculative-draft-weights-gib",
                  "-1"]) == 2  # fmt: skip
     assert "greater than 0" in capsys.readouterr().err

@@ -77,9 +77,12 @@ def cmd_engine_plan(args) -> int:
                 draft = (
                     f"{p.draft_kv_size_gib} GiB, {p.draft_layers} MTP layer(s): the 2nd pool line"
                 )
+            held = ""
+            if p.draft_weights_bytes:
+                held = f"; draft weights {p.draft_weights_bytes / 2**30:.2f} GiB before the pool"
             print(
                 f"speculative {p.speculative_method}: {p.num_speculative_tokens} draft tokens, "
-                f"max_running_requests {p.max_running_requests}; draft pool {draft}"
+                f"max_running_requests {p.max_running_requests}; draft pool {draft}{held}"
             )
         if inverse:
             print(f"for {args.target_concurrency:g} requests of {p.max_model_len:,} tokens:")

@@ -44,6 +44,8 @@ class EnginePlan(Result):
     num_speculative_tokens: int | None = None
     draft_layers: int = 0
     draft_kv_size_gib: float | None = None
+    # SGLang from 0.5.14: the draft worker's weights, resident when the target's pool is sized
+    draft_weights_bytes: int | None = None
     log_lines: list[str]
 
     @property

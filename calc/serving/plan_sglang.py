@@ -26,7 +26,7 @@ from calc.serving.sglang_spec_pool import (
 def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     w = max(weights)
-    free = None  # (pre, available) where derived: 0.5.14's refusal reads them
+    free = held = None  # (pre, available) where derived: 0.5.14's refusal reads them
     if given_gib is not None:
         rest, source = f.given_bytes(given_gib), "given"
         init_used = None
@@ -88,5 +88,6 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         num_speculative_tokens=sp.draft_tokens if sp else None,
         draft_layers=config.speculative_draft_num_layers or 0,
         draft_kv_size_gib=None if draft_bytes is None else round(draft_bytes / GIB, 2),
+        draft_weights_bytes=held or None,
         log_lines=lines,
     )
