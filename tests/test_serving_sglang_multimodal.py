@@ -103,3 +103,12 @@ def test_the_prefill_graph_is_off_for_multimodal_models():
     off = frac("kimi-k2.5", "0.5.18", "h200", disable_piecewise_cuda_graph=True, **kimi)
     on = frac("kimi-k2.5", "0.5.18", "h200", **kimi)
     assert off.mem_fraction_static > on.mem_fraction_static
+
+
+def test_kimi_k25_is_refused_before_0_5_9():
+    # sglang/srt/models: KimiK25ForConditionalGeneration is in the 0.5.9 wheel, not in 0.5.8's
+    # (ModelRegistry: "Model architectures [...] are not supported for now.")
+    kw = dict(tensor_parallel_size=8, max_model_len=8192)
+    with pytest.raises(ValueError, match=r"'version' must be at least 0\.5\.9 for Kimi K2\.5"):
+        engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.8", **kw)
+    assert engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.9", **kw).fits

@@ -75,8 +75,11 @@ def test_the_planned_architecture_of_presets():
     assert arch_of("gpt-oss-120b").speculative_num_steps == 3  # GptOssForCausalLM
     assert arch_of("glm-4.5-air").speculative_num_steps == 3  # Glm4MoeForCausalLM
     assert arch_of("llama-3.1-8b").speculative_num_steps == 5
-    # Kimi K2.5 is KimiK25ForConditionalGeneration (a vision tower): not in the list
-    assert arch_of("kimi-k2.5").speculative_eagle_topk == 4
+    # Kimi K2.5 (KimiK25ForConditionalGeneration, from 0.5.9) is on no list: from 0.5.8 "all
+    # other models" take (3, 1, 4)
+    assert arch_of("kimi-k2.5", "0.5.9").speculative_eagle_topk == 1
+    with pytest.raises(ValueError, match="'version' must be at least 0.5.9 for Kimi K2.5"):
+        arch_of("kimi-k2.5")
 
 
 def test_default_fraction_reserves_2_gib_more_and_6_for_standalone():

@@ -27,6 +27,10 @@ the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, g
   Qwen3_5(Moe)ForConditionalGeneration from 0.5.16, KimiK25ForConditionalGeneration from 0.5.18
   (0.5.16 - 0.5.17 switch Kimi K2.5, piecewise-allowlisted, to the tc_piecewise graph unless its
   attention backend is trtllm_mla: refused, kvcalc does not resolve the backend there).
+- Kimi K2.5's architecture (KimiK25ForConditionalGeneration) is in sglang/srt/models from
+  0.5.9 (absent from the 0.5.8 wheel): before it ModelRegistry refuses it ("Model architectures
+  [...] are not supported for now."), and so does kvcalc (Qwen3.5's, also from 0.5.9:
+  calc.serving.sglang_hybrid).
 """
 
 from __future__ import annotations
@@ -55,6 +59,21 @@ def _kind(spec) -> str | None:
     if spec.family in LLAMA4:
         return "llama4"
     return "other"
+
+
+KIMI_K25_FROM = (0, 5, 9, 0)  # KimiK25ForConditionalGeneration in sglang/srt/models
+
+
+def check_architecture(spec, version: str) -> None:
+    """ModelRegistry's refusal of Kimi K2.5 before 0.5.9 (module docstring; Qwen3.5's:
+    calc.serving.sglang_hybrid)."""
+    v = sglang_version(version)
+    if spec.vision is not None and spec.vision.kind == "moonvit" and v < KIMI_K25_FROM:
+        raise ValueError(
+            f"'version' must be at least 0.5.9 for Kimi K2.5 in SGLang: got {version} "
+            '(KimiK25ForConditionalGeneration is not in its models: "Model architectures '
+            "['KimiK25ForConditionalGeneration'] are not supported for now.\")"
+        )
 
 
 def sglang_multimodal(spec, version: str) -> str | None:
