@@ -1,8 +1,8 @@
 """The capacity page's Engine section: vLLM's speculative decoding (calc.serving.vllm_spec: an
 MTP drafter's layers and the speculative tokens in the KV cache), SGLang's (calc.serving.
-sglang_spec: --speculative-algorithm, its three numbers and the draft's layers and weights) and a logged "Available KV cache
-memory" to plan from instead of deriving it (needed with vLLM's speculative decoding, whose
-drafter kvcalc does not size)."""
+sglang_spec: --speculative-algorithm, its three numbers and the draft's layers and weights) and
+a logged "Available KV cache memory" to plan from instead of deriving it (needed with vLLM's
+speculative decoding, whose drafter kvcalc does not size)."""
 
 import streamlit as st
 

@@ -40,21 +40,27 @@ MiB, reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs 
 - 0.5.22: a default cuda_graph_max_bs is capped by max_running_requests; DP attention's width is
   attn_dp_size (= --dp-size with --enable-dp-attention, handle_deprecated_dp_attention).
 - 0.5.23: the MLA prefill graph's max tokens are min(8192, chunk) (the reserve stays 1.5 GiB).
+- A multimodal model (SGLang's is_multimodal: calc.serving.sglang_multimodal): the prefill graph is
+  off in 0.5.10 - 0.5.13 (_handle_piecewise_cuda_graph "9. Multimodal / VLM models"), in 0.5.14
+  unless on multimodal_piecewise_cuda_graph_supported_model_archs (only
+  Cohere2VisionForConditionalGeneration, which kvcalc does not read) and in 0.5.15 for any
+  ("multimodal model": "Multimodal prefill replay faults under BCG"); from 0.5.16 unless on
+  multimodal_breakable_cuda_graph_supported_model_archs, where the text model's rules apply:
+  Qwen3_5(Moe)ForConditionalGeneration from 0.5.16, KimiK25ForConditionalGeneration from 0.5.18
+  (0.5.16 - 0.5.17 switch Kimi K2.5, piecewise-allowlisted, to the tc_piecewise graph unless its
+  attention backend is trtllm_mla: refused, kvcalc does not resolve the backend there).
 Post releases (0.5.8.post1, 0.5.10.post1, 0.5.12.post1, 0.5.13.post1, 0.5.15.post1): the same
 memory settings and graph rules as their release (their server_args.py compared).
 Refused (ValueError): a linear-attention model on 0.5.10 - 0.5.14 whose name does not say
 Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH and
 GraniteMoeHybrid are not on that list (tc piecewise graph on, 0.5.10 - 0.5.14); NemotronH turns
 the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible).
-Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py, a multimodal
-model's graph rules in calc/serving/sglang_multimodal.py. Not modelled:
+Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py. Not modelled:
 the conditions kvcalc has no setting for (LoRA, torch compile, DeepEP, PD disaggregation, CPU
 offload, max_total_tokens).
 """
 
 from __future__ import annotations
-
-from calc.serving.sglang_multimodal import prefill_graph_off
 
 AFTER_056 = (0, 5, 6, 2)  # defaults_sglang.py's newest; this module from 0.5.7
 PCG_ON_FROM = (0, 5, 10, 0)  # piecewise CUDA graph on by default
@@ -63,6 +69,8 @@ CONTEXT_CLAMP = ((0, 5, 13, 0), (0, 5, 18, 0))  # [from, until): max tokens <= c
 BREAKABLE_FROM = (0, 5, 15, 0)  # the breakable prefill graph is CUDA's default
 BREAKABLE_MLA_OFF_UNTIL = (0, 5, 18, 0)  # breakable off for MLA (0.5.17: MLA without DSA only)
 BREAKABLE_DSA_FROM = (0, 5, 17, 0)
+MM_BREAKABLE_LISTED_FROM = (0, 5, 16, 0)  # multimodal_breakable_..._supported_model_archs
+MM_BREAKABLE_FROM = {"qwen3_5": (0, 5, 16, 0), "moonvit": (0, 5, 18, 0)}  # by vision kind
 BREAKABLE_DP_OFF_UNTIL = (0, 5, 17, 0)
 BREAKABLE_PP_OFF_FROM = (0, 5, 19, 0)
 BREAKABLE_NEMOTRON_H_OFF = (0, 5, 17)  # is_nemotron_h rule: in 0.5.17's list, not in 0.5.18's
@@ -91,6 +99,23 @@ def check_piecewise_setting(version: tuple[int, ...], disable: bool | None) -> N
             "'disable_piecewise_cuda_graph' must be True or None (off, the default) before "
             "sglang 0.5.10: kvcalc does not model --enable-piecewise-cuda-graph: got False"
         )
+
+
+def prefill_graph_off(version: tuple[int, ...], multimodal: str | None) -> bool:
+    """Whether SGLang turns the prefill graph off for a model it runs as multimodal (`multimodal`:
+    sglang_multimodal's kind; None: a text model, False) from 0.5.10 (module docstring: a multimodal model)."""
+    if multimodal is None:
+        return False
+    if version < MM_BREAKABLE_LISTED_FROM:
+        return True
+    since = MM_BREAKABLE_FROM.get(multimodal)
+    if multimodal == "moonvit" and version < since:
+        raise ValueError(
+            "'disable_piecewise_cuda_graph' must be given for Kimi K2.5 on sglang "
+            f"{'.'.join(map(str, version[:3]))}: it switches to the tc_piecewise prefill graph "
+            "unless the attention backend is trtllm_mla, which kvcalc does not resolve there"
+        )
+    return since is None or version < since
 
 
 def prefill_graph_on(

@@ -10,13 +10,17 @@ No other module repeats the chain: tests/test_plan_unified.py checks that both p
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from calc.plan_core import minimum
 from calc.serving import memory as m
 from calc.serving.defaults_sglang import sglang_version
+from calc.serving.sglang_budget import mm_reserve_bytes
 from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
+from calc.serving.sglang_multimodal import sglang_multimodal
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
-from calc.serving.sglang_spec_pool import headroom_tokens, pool_cell_bytes
+from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, pool_cell_bytes
 from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_mamba import check_align_block
 
@@ -122,21 +126,26 @@ def sglang_init_used(config, calibration, hw) -> int:
     return sglang_init_used_bytes(world, hw)
 
 
-def sglang_free(weights, total, init_used, held=0):
-    """(pre, available): SGLang's "total" (the free memory after its start-up, before the
-    weights) and the free memory the pool sizing reads on the heaviest rank: after the weights,
-    what the load takes beside them (sglang_memory.sglang_load_extra_bytes) and `held` (the
-    draft worker's weights from 0.5.14: sglang_spec_pool.draft_weight_bytes)."""
+class SglangBudget(NamedTuple):
+    """profile_max_num_token's budget and the free memory it is read from (the heaviest rank)."""
+
+    rest: object  # the pool's budget, bytes (an array over a grid's fractions)
+    pre: int  # SGLang's "total": free after its start-up, before the weights
+    available: int  # free after the weights, the load extra and the draft's weights
+    held: int  # the draft worker's weights (from 0.5.14; 0 otherwise)
+
+
+def sglang_derived_budget(spec, config, weights, total, init_used, mem_fraction_static):
+    """The budget derived on the heaviest rank (calc.serving.sglang_budget): the free memory
+    after the weights, what the load takes beside them (sglang_memory.sglang_load_extra_bytes)
+    and the draft worker's weights from 0.5.14 (sglang_spec_pool.draft_weight_bytes), minus the
+    (1 - mem_fraction_static) reserve and, from 0.5.18, a multimodal model's reservation."""
+    held = draft_weight_bytes(config)
     pre = total - init_used
-    return pre, pre - max(weights) - sglang_load_extra_bytes() - held
-
-
-def sglang_rest(weights, total, init_used, mem_fraction_static, held=0, reserved=0):
-    """profile_max_num_token's budget: the free memory sglang_free reads minus the (1 -
-    mem_fraction_static) reserve and `reserved` (the multimodal reservation from 0.5.18:
-    sglang_budget.mm_reserve_bytes)."""
-    pre, after = sglang_free(weights, total, init_used, held)
-    return m.sglang_rest_bytes(after, pre, mem_fraction_static) - reserved
+    available = pre - max(weights) - sglang_load_extra_bytes() - held
+    multimodal = sglang_multimodal(spec, config.version) is not None
+    rest = m.sglang_rest_bytes(available, pre, mem_fraction_static)
+    return SglangBudget(rest - mm_reserve_bytes(config.version, multimodal), pre, available, held)
 
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:

@@ -16,9 +16,6 @@ from calc.serving import figures as f
 from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
-from calc.serving.sglang_budget import mm_reserve_bytes
-from calc.serving.sglang_multimodal import sglang_multimodal
-from calc.serving.sglang_spec_pool import draft_weight_bytes
 from calc.serving.vllm_spec import check_derivable
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
@@ -65,11 +62,7 @@ def engine_plan_grid(
             else:
                 frac = np.full(n_rows, cfg.mem_fraction_static)
             init_used = f.sglang_init_used(cfg, calibration, hw)
-            held = draft_weight_bytes(cfg)  # the draft worker's, from 0.5.14
-            reserved = mm_reserve_bytes(
-                cfg.version, sglang_multimodal(spec, cfg.version) is not None
-            )
-            rest = f.sglang_rest(weights, total, init_used, frac, held, reserved)
+            rest = f.sglang_derived_budget(spec, cfg, weights, total, init_used, frac).rest
         r = f.sglang_figures(lay, cfg, rest, L)
         avail = rest
     else:

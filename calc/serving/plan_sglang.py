@@ -10,35 +10,25 @@ from calc.serving.defaults_sglang import sglang_version
 from calc.serving.figures import GIB
 from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
-from calc.serving.sglang_budget import budget_refusal, mm_reserve_bytes
+from calc.serving.sglang_budget import budget_refusal
 from calc.serving.sglang_hybrid import sglang_pool_lines
-from calc.serving.sglang_multimodal import sglang_multimodal
 from calc.serving.sglang_requests import scheduler_line
 from calc.serving.sglang_spec import speculation
-from calc.serving.sglang_spec_pool import (
-    draft_pool_bytes,
-    draft_pool_line,
-    draft_weight_bytes,
-    mtp_pool_layers,
-)
+from calc.serving.sglang_spec_pool import draft_pool_bytes, draft_pool_line, mtp_pool_layers
 
 
 def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     w = max(weights)
-    free = held = None  # (pre, available) where derived: 0.5.14's refusal reads them
+    budget = None  # derived: its free memory is what 0.5.14's refusal reads
     if given_gib is not None:
         rest, source = f.given_bytes(given_gib), "given"
         init_used = None
     else:
         init_used = f.sglang_init_used(config, calibration, hw)
-        held = draft_weight_bytes(config)  # the draft worker's, from 0.5.14
-        reserved = mm_reserve_bytes(
-            config.version, sglang_multimodal(spec, config.version) is not None
-        )
         frac = config.mem_fraction_static
-        rest = f.sglang_rest(weights, total, init_used, frac, held, reserved)
-        free = f.sglang_free(weights, total, init_used, held)
+        budget = f.sglang_derived_budget(spec, config, weights, total, init_used, frac)
+        rest = budget.rest
         source = "calibrated" if calibration else "derived"
     r = f.sglang_figures(lay, config, rest, L)
     tokens, k_size, cell, conc = (
@@ -56,9 +46,9 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
         lines.append(draft_pool_line(tokens, draft_bytes))
     refusal = (r["mamba"] or {}).get("refusal")
-    if free is not None and not refusal:  # the budget after the mamba pool (sglang_budget)
+    if budget is not None and not refusal:  # the budget after the mamba pool (sglang_budget)
         left = r["mamba"]["rest"] if r["mamba"] else rest
-        refusal = budget_refusal(config, *free, left)
+        refusal = budget_refusal(config, budget.pre, budget.available, left)
     refusal = refusal or m.sglang_refusal(tokens)
     refusal = refusal or r["requests_refusal"]
     n = r["max_running_requests"]
@@ -88,6 +78,6 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
         num_speculative_tokens=sp.draft_tokens if sp else None,
         draft_layers=config.speculative_draft_num_layers or 0,
         draft_kv_size_gib=None if draft_bytes is None else round(draft_bytes / GIB, 2),
-        draft_weights_bytes=held or None,
+        draft_weights_bytes=(budget.held or None) if budget else None,
         log_lines=lines,
     )

@@ -1,5 +1,5 @@
 """What SGLang's KV budget is short of beside the target's weights, and the refusal when none is
-left (calc.serving.figures.sglang_rest takes the budget from here).
+left (calc.serving.figures.sglang_derived_budget takes the budget from here).
 
 The budget (profile_max_num_token; from 0.5.14 ModelRunnerKVCacheMixin._profile_available_bytes,
 from 0.5.16 mem_cache/kv_cache_configurator.py) is the free memory the pool sizing reads

@@ -41,7 +41,7 @@ by then, on a GPU no other process uses:
    over docs.sglang.ai (H100, 15.09 - 15.006), llms-in-clouds (L4 TP 4, 15.54 - 15.510) and
    jerryzsj/my-deepseek-r1 (RTX 3090, 14.39 - 14.326); held out: sglang PR #4760 (H100,
    15.11: +0.045 GiB, 0.30 %). profile_max_num_token starts from the free memory after the
-   load, so the pool is short of it too (calc.serving.figures.sglang_rest).
+   load, so the pool is short of it too (calc.serving.figures.sglang_derived_budget).
 Not modelled: other processes on the GPU (the docs notebooks of 2026 print 78.43 GB at TP 1:
 the notebook's own CUDA context shares the GPU), pipeline / data parallel groups, expert
 parallel all-to-all buffers (DeepEP), NVSHMEM, AMD.

@@ -13,20 +13,11 @@ the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, g
   [0.4.5.post1, 0.4.6); every other encoder kvcalc knows is taken as multimodal.
   is_multimodal decides the default fraction's VLM factor (calc.serving.defaults_sglang
   sglang_vlm_default_scale, sglang_vlm_runner_scale) and 0.5.18's reservation
-  (calc.serving.sglang_budget).
+  (calc.serving.sglang_budget) and its prefill graph (calc.serving.defaults_sglang_2026).
 - Llama 4's vision model is built only with server_args.enable_multimodal from 0.5.0rc0
   (mllama4.py: has_vision = has_vision_weights and enable_multimodal; 0.4.9.post2 on the
   checkpoint's vision weights alone, 0.4.6.post5 - 0.4.7.post1 always): its weights are then
   not loaded. Gemma 3's SiglipVisionModel is built in every release read.
-- The prefill CUDA graph (on by default from 0.5.10, calc.serving.defaults_sglang_2026) is off
-  for is_multimodal in 0.5.10 - 0.5.13 (_handle_piecewise_cuda_graph "9. Multimodal / VLM
-  models"), in 0.5.14 unless on multimodal_piecewise_cuda_graph_supported_model_archs (only
-  Cohere2VisionForConditionalGeneration, which kvcalc does not read) and in 0.5.15 for any
-  ("multimodal model": "Multimodal prefill replay faults under BCG"); from 0.5.16 unless on
-  multimodal_breakable_cuda_graph_supported_model_archs, where the text model's rules apply:
-  Qwen3_5(Moe)ForConditionalGeneration from 0.5.16, KimiK25ForConditionalGeneration from 0.5.18
-  (0.5.16 - 0.5.17 switch Kimi K2.5, piecewise-allowlisted, to the tc_piecewise graph unless its
-  attention backend is trtllm_mla: refused, kvcalc does not resolve the backend there).
 - Kimi K2.5's architecture (KimiK25ForConditionalGeneration) is in sglang/srt/models from
   0.5.9 (absent from the 0.5.8 wheel): before it ModelRegistry refuses it ("Model architectures
   [...] are not supported for now."), and so does kvcalc (Qwen3.5's, also from 0.5.9:
@@ -35,20 +26,15 @@ the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, g
 
 from __future__ import annotations
 
+from calc.serving.defaults_sglang import sglang_version
+from calc.serving.sglang_page import KIMI_K25_FROM  # KimiK25ForConditionalGeneration's first
+
 # kvcalc's family names (preset, HF import) of the two architectures on mm_disabled_models
 GEMMA3 = ("gemma-3", "gemma3", "gemma3_text")
 LLAMA4 = ("llama-4", "llama4", "llama4_text")
 MM_DISABLED_FROM = (0, 4, 6, 0)
 MULTIMODAL_FROM = {"gemma": (0, 4, 4, 2), "llama4": (0, 4, 5, 1)}
 LLAMA4_VISION_GATED_FROM = (0, 5, 0, -100)  # 0.5.0rc0
-MM_BREAKABLE_LISTED_FROM = (0, 5, 16, 0)
-MM_BREAKABLE_FROM = {"qwen3_5": (0, 5, 16, 0), "moonvit": (0, 5, 18, 0)}  # by vision kind
-
-
-def sglang_version(text: str):
-    from calc.serving.defaults_sglang import sglang_version as parse  # (defaults_sglang -> here)
-
-    return parse(text)
 
 
 def _kind(spec) -> str | None:
@@ -59,9 +45,6 @@ def _kind(spec) -> str | None:
     if spec.family in LLAMA4:
         return "llama4"
     return "other"
-
-
-KIMI_K25_FROM = (0, 5, 9, 0)  # KimiK25ForConditionalGeneration in sglang/srt/models
 
 
 def check_architecture(spec, version: str) -> None:
@@ -92,20 +75,3 @@ def sglang_weight_spec(spec, version: str):
     if _kind(spec) == "llama4" and sglang_version(version) >= LLAMA4_VISION_GATED_FROM:
         return spec.model_copy(update={"vision": None})
     return spec
-
-
-def prefill_graph_off(version: tuple[int, ...], multimodal: str | None) -> bool:
-    """Whether SGLang turns the prefill graph off for a model it runs as multimodal (`multimodal`:
-    sglang_multimodal's kind; None: a text model, False) from 0.5.10 (module docstring)."""
-    if multimodal is None:
-        return False
-    if version < MM_BREAKABLE_LISTED_FROM:
-        return True
-    since = MM_BREAKABLE_FROM.get(multimodal)
-    if multimodal == "moonvit" and version < since:
-        raise ValueError(
-            "'disable_piecewise_cuda_graph' must be given for Kimi K2.5 on sglang "
-            f"{'.'.join(map(str, version[:3]))}: it switches to the tc_piecewise prefill graph "
-            "unless the attention backend is trtllm_mla, which kvcalc does not resolve there"
-        )
-    return since is None or version < since
