@@ -2,7 +2,8 @@
 MTP drafter's layers and the speculative tokens in the KV cache), SGLang's (calc.serving.
 sglang_spec: --speculative-algorithm, its three numbers and the draft's layers and weights) and
 a logged "Available KV cache memory" to plan from instead of deriving it (needed with vLLM's
-speculative decoding, whose drafter kvcalc does not size)."""
+speculative decoding, whose profile run kvcalc does not model; the MTP drafter's weights are
+in the weights figure, calc.serving.vllm_drafter)."""
 
 import streamlit as st
 
@@ -37,8 +38,9 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
             key=state.wkey("espec"),
             help="--speculative-config's method: mtp drafts with the model's own MTP layers "
             "(DeepSeek-V3 / R1, GLM-4.5, Qwen3-Next, Qwen3.5), one more attention layer each in "
-            "the KV cache; ngram has no drafter. Both change a linear layer's state. The "
-            "drafter is not sized, so give the logged available memory.",
+            "the KV cache, its weights in the weights figure; ngram has no drafter. Both "
+            "change a linear layer's state. The speculative profile run is not modelled, so "
+            "give the logged available memory.",
         )
         keys.append("espec")
         if method != "none":

@@ -372,7 +372,8 @@ def test_vllm_mtp_from_a_given_memory_is_calc_serving_and_needs_the_memory():
     assert at.code[0].value.splitlines() == p.log_lines
     assert "Add 3 padding layers" in at.code[0].value
     stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
-    assert "weights" not in stack and stack["KV cache"] == p.available_kv_cache_bytes
+    # the drafter's weights are in the target's (calc.serving.vllm_drafter)
+    assert stack["weights"] == p.weights_bytes and stack["KV cache"] == p.available_kv_cache_bytes
     # derived, MTP is refused in one line naming the setting
     at = open_page("capacity", **page, ever="0.25.1", espec="mtp")
     assert "'speculative_method' 'mtp'" in errors(at) and "available_kv_gib" in errors(at)

@@ -16,7 +16,15 @@ from calc.serving import figures as f
 from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
+from calc.serving.vllm_drafter import drafter_modelled
 from calc.serving.vllm_spec import check_derivable
+
+
+def _drafter_unknown(spec, cfg, lay, wd) -> bool:
+    if cfg.engine != "vllm" or not lay.speculation.draft_layers:
+        return False
+    return not drafter_modelled(spec, cfg.version_tuple, wd)
+
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
 
@@ -79,8 +87,8 @@ def engine_plan_grid(
         avail = r["available_bytes"]
     out = {
         **cols,
-        # an MTP drafter's weights are not modelled (calc.serving.vllm_spec): no figure
-        "weights_gib": np.full(n_rows, np.nan if lay.speculation.draft_layers else w / GIB),
+        # an MTP drafter whose weights are not modelled (calc.serving.vllm_drafter): no figure
+        "weights_gib": np.full(n_rows, np.nan if _drafter_unknown(spec, cfg, lay, wd) else w / GIB),
         "available_kv_cache_gib": avail / GIB,
         "num_gpu_blocks": r["num_gpu_blocks"],
         "gpu_kv_cache_tokens": r["tokens"],

@@ -45,6 +45,7 @@ from calc.serving.sglang_spec import sglang_arch
 from calc.serving.sglang_spec_pool import resolve_draft_layers
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
+from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_spec import (
@@ -143,6 +144,10 @@ def prepare(
         chunked, flags = config.allow_chunked_local_attn_hybrid, config.state_args
         method, k = config.speculative_method, config.num_speculative_tokens
         sp = speculation(spec, v, method, k, pp=pp, dcp=config.decode_context_parallel_size)
+        if sp.draft_layers:  # the MTP drafter's weights, loaded with the target's (pp is 1)
+            runtime = config.quantization
+            draft = vllm_mtp_drafter_bytes(spec, v, wd, tp, ep, sp.draft_layers, runtime)
+            weights = weights if draft is None else (weights[0] + draft,)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
@@ -209,8 +214,8 @@ ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency 
 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
-    # an MTP drafter's weights are not modelled: no weights figure (vllm_spec)
-    mtp = lay.speculation.draft_layers > 0
+    # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
+    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, config.version_tuple, wd)
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)

@@ -20,7 +20,8 @@ class EnginePlan(Result):
     kv_cache_dtype: str
     source: str  # "derived", "given" (available_kv_gib) or "calibrated"
     total_memory_bytes: int
-    weights_bytes: int | None  # None: not modelled (DeepSeek-V4, planned from a given memory)
+    # None: not modelled (DeepSeek-V4; a vLLM MTP drafter calc.serving.vllm_drafter cannot size)
+    weights_bytes: int | None  # vLLM MTP: the drafter's included, as "Model loading took"
     weights_gib: float | None
     activation_bytes: int | None
     non_torch_bytes: int | None

@@ -26,10 +26,12 @@ Next's first release; Mamba-2 from 0.17.0, absent from 0.16.0's mamba_mixer2.py)
 holds k more state pages (MambaSpec.num_speculative_blocks in max_memory_usage_bytes: "align"
 2 + k, "none" 1 + k from 0.16.0; "all" cdiv(L, block) + k from 0.22.0; before 0.16.0 the
 pages do not count k).
+The MTP drafter's weights are in the "Model loading took" figure (calc.serving.vllm_drafter).
 Not modelled, refused by name: EAGLE / EAGLE3 / draft models / Medusa (a separate draft
 checkpoint), MTP on DeepSeek-V3.2 / GLM-5 (indexed layers) or DeepSeek-V4, with pipeline
-parallelism or decode context parallelism; and from first principles: the drafter's weights,
-its buffers and its profile run, so an MTP plan is made from a given available memory.
+parallelism or decode context parallelism; and from first principles the speculative profile
+run (the drafter's dummy run, the rejection sampler's dummy run) and the drafter's buffers, so
+a speculative plan is made from a given available memory.
 """
 
 from __future__ import annotations
@@ -233,10 +235,10 @@ def check_derivable(method: str | None) -> None:
     module docstring): plan.engine_plan and grid.engine_plan_grid."""
     if not method:
         return
-    what = "the drafter's weights and " if method != "ngram" else ""
+    what = "the drafter's dummy run and " if method != "ngram" else ""
     raise ValueError(
-        f"'speculative_method' {method!r}: {what}vLLM's speculative profile run (the rejection "
-        "sampler's) are not modelled, so the available memory cannot be derived: plan from a "
+        f"'speculative_method' {method!r}: vLLM's speculative profile run ({what}the rejection "
+        "sampler's) is not modelled, so the available memory cannot be derived: plan from a "
         "logged 'available_kv_gib' (--available-kv-gib)"
     )
 

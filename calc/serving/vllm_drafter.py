@@ -1,0 +1,142 @@
+"""The weights of vLLM's MTP drafter, which its "Model loading took" line counts.
+
+GPUModelRunner.load_model loads the drafter (`self.drafter.load_model(self.model)`) inside the
+same DeviceMemoryProfiler block as the target. The figure is torch.cuda.max_memory_allocated
+after reset_peak_memory_stats, i.e. the tensors still allocated once both are built. Read in
+the sdists 0.11.0 - 0.33.0: vllm/v1/worker/gpu_model_runner.py, vllm/utils/mem_utils.py,
+vllm/platforms/cuda.py get_current_memory_usage, vllm/v1/spec_decode/eagle.py (0.20.0 on:
+llm_base_proposer.py) load_model, model_executor/models/deepseek_mtp.py, glm4_moe_mtp.py,
+glm4_moe_lite_mtp.py, qwen3_next_mtp.py, qwen3_5_mtp.py.
+
+Each MTP layer is built under the target's quant_config:
+- one decoder block like the target's last attention layer (DeepSeek / GLM: DeepseekV2 /
+  Glm4Moe decoder layer `mtp_block` at index L, an MoE layer; Qwen3-Next / 3.5: a decoder layer
+  with layer_type="full_attention"), its Attention scalars included;
+- DeepSeek / GLM: `eh_proj`, a plain torch nn.Linear(2h, h) (replicated on every rank, in the
+  model dtype: no quant_config); `enorm`, `hnorm` and SharedHead.norm;
+- Qwen3-Next / 3.5: `fc`, a ColumnParallelLinear(2h, h) (its output rows split over TP);
+  `pre_fc_norm_hidden`, `pre_fc_norm_embedding`, `norm`.
+
+What the proposer's load_model frees again, so it is not counted:
+- the drafter's own VocabParallelEmbedding: MTP models share the target's (0.11.0: when the
+  shapes match, always for an MTP drafter; 0.12.0 on: "Detected MTP model. Sharing target model
+  embedding weights with the draft model.");
+- Qwen's model-level ParallelLMHead, replaced by the target's lm_head;
+- DeepSeek / GLM's per-layer SharedHead.head only from 0.16.0 ("Shared target model lm_head
+  with MTP shared_head.head", vllm PR #34385, merged 2026-02). Up to 0.14.1 it stays: one padded
+  vocabulary / TP x h table in the model dtype per MTP layer. 0.15.x published no sdist, so for
+  those families its drafter weights are not modelled there (None).
+
+A quantized DeepSeek / GLM checkpoint's MTP layer counts its stored bytes (calc.quant.sharding,
+the spec with include_mtp: eh_proj unquantized, as DeepSeek-V3's F8_E4M3 count shows) and, for
+MLA, the dequantized kv_b_proj copy every MLA layer keeps (calc.serving.sharding). Runtime
+--quantization fp8 counts calc.serving.quant_weights' online fp8 layer.
+Not modelled (None): kvcalc's whole-model int8 / int4 / fp8 weight_dtype, and a quantized
+Qwen3-Next / 3.5 checkpoint (whether its config quantizes mtp.fc is not read).
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from calc.params import norm_params
+from calc.sharding import QUANTIZED_DTYPES
+
+SHARED_HEAD_FROM = (0, 16, 0)
+OWN_HEAD_UNTIL = (0, 15, 0)  # 0.14.x and earlier keep it; 0.15.x: not read (no sdist)
+# families whose MTP layer is DeepSeek's (eh_proj, enorm / hnorm, SharedHead); the others
+# (Qwen3-Next, Qwen3.5) build fc and the pre-fc norms
+SHARED_HEAD_FAMILIES = frozenset({"deepseek", "deepseek_v3", "glm", "glm4_moe", "glm4_moe_lite"})
+
+
+def block_layer(spec) -> int:
+    """The target layer whose tensors an MTP block repeats: the last attention layer (not a
+    linear-attention or Mamba layer)."""
+    kinds = spec.layer_kinds
+    return max(i for i, (a, _) in enumerate(kinds) if a not in ("linear_attention", "mamba"))
+
+
+def own_heads(spec, version: tuple[int, ...]) -> int | None:
+    """SharedHead.head tables each MTP layer keeps (module docstring): 1 or 0; None where the
+    release was not read."""
+    if spec.family not in SHARED_HEAD_FAMILIES:
+        return 0
+    if version >= SHARED_HEAD_FROM:
+        return 0
+    return 1 if version < OWN_HEAD_UNTIL else None
+
+
+def drafter_modelled(spec, version: tuple[int, ...], weight_dtype: str) -> bool:
+    """Whether vllm_mtp_drafter_bytes gives a figure for this model, release and dtype."""
+    if weight_dtype in QUANTIZED_DTYPES or own_heads(spec, version) is None:
+        return False
+    return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
+
+
+def vllm_mtp_drafter_bytes(
+    spec, version: tuple[int, ...], weight_dtype: str, tp: int, ep: int, layers: int, runtime=None
+) -> int | None:
+    """Bytes `layers` MTP layers add to one rank's "Model loading took" (module docstring);
+    `weight_dtype` the model dtype, `runtime` vLLM's --quantization."""
+    from calc.dtypes import dtype_bits
+    from calc.serving.sharding import mla_kv_b_copy_bytes, padded_vocab
+
+    if not drafter_modelled(spec, version, weight_dtype):
+        return None
+    wb = dtype_bits(weight_dtype) // 8
+    head = own_heads(spec, version) * ceil(padded_vocab(spec.vocab_size) / tp) * spec.hidden_size
+    head *= wb
+    if spec.quantization is not None:
+        from calc.serving.quant_weights import _kv_b_quantized
+
+        kv_b = mla_kv_b_copy_bytes(spec, tp, wb) if _kv_b_quantized(spec) else 0
+        return layers * (_stored_layer(spec, tp, ep, layers, weight_dtype) + kv_b + head)
+    j = block_layer(spec)
+    if runtime is not None:  # online fp8: the block as quant_weights prices it
+        from calc.serving.quant_weights import FP8_SCALE_BYTES, _fp8_layer_bytes
+
+        block = _fp8_layer_bytes(spec, j, tp, ep, wb) + 3 * norm_params(spec) * wb + head
+        block += mla_kv_b_copy_bytes(spec, tp, wb)  # online fp8 quantizes every kv_b_proj
+        return layers * (block + _projection(spec, tp, wb, fp8_scale=FP8_SCALE_BYTES))
+    block = _allocated_block(spec, j, tp, ep, wb, version)
+    return layers * (block + _rounded_extras(spec, tp, wb, head))
+
+
+def _projection(spec, tp: int, wb: int, fp8_scale: int = 0) -> int:
+    """eh_proj (replicated nn.Linear, model dtype) or fc (ColumnParallelLinear, h / tp rows;
+    with `fp8_scale`, online fp8 quantizes it, a LinearBase: 1 byte a value and one scale)."""
+    h = spec.hidden_size
+    if spec.family in SHARED_HEAD_FAMILIES:
+        return 2 * h * h * wb
+    values = h // tp * 2 * h
+    return values + fp8_scale if fp8_scale else values * wb
+
+
+def _rounded_extras(spec, tp: int, wb: int, head: int) -> int:
+    """The projection, the three norms and a kept head, each its own tensor as torch's caching
+    allocator rounds it."""
+    from calc.serving.allocator import caching_allocator
+
+    sizes = [_projection(spec, tp, wb), *(norm_params(spec) * wb,) * 3, head]
+    return caching_allocator([n for n in sizes if n])[0]
+
+
+def _allocated_block(spec, j: int, tp: int, ep: int, wb: int, version) -> int:
+    """The MTP block's tensors on one rank as vLLM allocates the target's layer j (the rotary
+    table is get_rope's cached one: not allocated again)."""
+    from calc.serving.allocator import caching_allocator
+    from calc.serving.load_events import attention_scalars, vllm_load_events
+
+    events = vllm_load_events(spec, tp, ep, [j], wb, scalars=attention_scalars(version))
+    return caching_allocator(events)[0]
+
+
+def _stored_layer(spec, tp: int, ep: int, layers: int, dtype: str) -> int:
+    """One MTP layer of a quantized checkpoint on one rank: its stored bytes (the spec with
+    `layers` MTP layers counted, less the spec without them, per layer)."""
+    from calc.quant.sharding import stored_bytes_per_gpu
+
+    with_mtp = spec.replace(num_nextn_predict_layers=layers, include_mtp=True)
+    a = sum(stored_bytes_per_gpu(with_mtp, tp, ep, dtype).values())
+    b = sum(stored_bytes_per_gpu(spec.replace(include_mtp=False), tp, ep, dtype).values())
+    return (a - b) // layers
