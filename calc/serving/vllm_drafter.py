@@ -37,6 +37,7 @@ Qwen3-Next / 3.5 checkpoint (whether its config quantizes mtp.fc is not read).
 
 from __future__ import annotations
 
+import functools
 from math import ceil
 
 from calc.params import norm_params
@@ -73,6 +74,7 @@ def drafter_modelled(spec, version: tuple[int, ...], weight_dtype: str) -> bool:
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
 
 
+@functools.lru_cache(maxsize=1024)
 def vllm_mtp_drafter_bytes(
     spec, version: tuple[int, ...], weight_dtype: str, tp: int, ep: int, layers: int, runtime=None
 ) -> int | None:
