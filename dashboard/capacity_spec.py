@@ -7,6 +7,7 @@ in the weights figure, calc.serving.vllm_drafter)."""
 
 import streamlit as st
 
+from calc.serving.vllm_draft_group import KNOWN
 from dashboard import state, ui
 
 METHODS = ["none", "mtp", "ngram"]
@@ -20,6 +21,7 @@ SGLANG_NUMBERS = (  # URL key, server argument, its largest value here
     ("edw", "speculative_draft_weights_gib", MAX_GIVEN_GIB),
 )
 MAX_SPEC_TOKENS = 64
+BACKENDS = ["auto", *KNOWN]  # calc.serving.vllm_draft_group
 
 
 def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
@@ -56,6 +58,19 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
                 )
             keys.append("espk")
             out = {"speculative_method": method, "num_speculative_tokens": k}
+        if method == "mtp":
+            state.init("eab", "auto", choices=BACKENDS)
+            backend = c[3].selectbox(
+                "attention backend",
+                BACKENDS,
+                key=state.wkey("eab"),
+                help="--attention-backend: the target's only; the drafter picks its own, and "
+                "in vLLM 0.24 - 0.28 a backend with another KV layout (a forced TRITON_ATTN on "
+                "AMD) puts the drafter's layers in KV-cache groups of their own",
+            )
+            keys.append("eab")
+            if backend != "auto":
+                out["attention_backend"] = backend
     with c[2]:
         given = ui.optional_input(
             "egiven",

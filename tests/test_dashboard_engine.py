@@ -379,6 +379,18 @@ def test_vllm_mtp_from_a_given_memory_is_calc_serving_and_needs_the_memory():
     assert "'speculative_method' 'mtp'" in errors(at) and "available_kv_gib" in errors(at)
 
 
+def test_the_attention_backend_input_reaches_the_mtp_plan():
+    # AIwork4me's ROCm log (benchmarks/engine_logs/vllm-aiwork4me-qwen38-27b-rocm-mtp1.toml):
+    # TRITON_ATTN forced on AMD, the drafter in groups of its own: 278,230 tokens
+    page = dict(model="qwen3.5-27b", gpu="mi300x", gpus="1", tp="1", engine="vllm")
+    at = open_page("capacity", **page, ever="0.28.0", elen="262144", espec="mtp", espk="1",
+                   egiven="18.53", eab="TRITON_ATTN")  # fmt: skip
+    assert errors(at) == ""
+    assert _tiles(at)["KV tokens"] == "278,230"
+    at = open_page("capacity", **page, ever="0.28.0", espec="none", eab="TRITON_ATTN")
+    assert errors(at) == ""  # the input is only there for mtp: a stale URL key is not used
+
+
 def test_sglang_from_a_given_memory_is_calc_serving():
     at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="40")
     assert errors(at) == ""

@@ -26,12 +26,6 @@ EXPECTED_MISSES: set[tuple[str, str]] = {
     # the quoted Load weight end is TP0's, TP1 / TP2 had 0.03 GB less (Memory pool end lines):
     # tests/test_serving_sglang_defaults_logs.py checks the interval from their 160.75 GB
     ("sglang-22537-qwen3-32b-b200-tp4", "#tokens (from the logged avail mem)"),
-    # AIwork4me's vLLM source build (4d2a68d, ROCm) with Qwen3.8-27B's MTP drafter: 278,230
-    # tokens are groups of one layer (6,071 pages / 5,720 a request), i.e. the drafter's layer
-    # had a KV-cache spec of its own; kvcalc groups it with the target's 16 full-attention
-    # layers, as the 0.25.1 niushuai logs show (the case's comments)
-    ("vllm-aiwork4me-qwen38-27b-rocm-mtp1", "GPU KV cache size, tokens"),
-    ("vllm-aiwork4me-qwen38-27b-rocm-mtp1", "maximum concurrency"),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from calc.cli.args import int_at_least
+from calc.serving.sglang_spec import NUMBER_NAMES
 from calc.serving.vllm_spec import parse_speculative_config
 
 SGLANG_ALTERNATIVE = {
@@ -15,13 +16,11 @@ SGLANG_ALTERNATIVE = {
     "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
     "--mamba-cache-mode": "--disable-radix-cache",
+    "--attention-backend": "no flag of that kind that kvcalc models",
     "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
 VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
-SGLANG_SPEC_FLAGS = (
-    "num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers", "draft_weights_gib",
-)  # fmt: skip
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -164,13 +163,15 @@ def add_engine_args(p) -> None:
         help='vLLM: \'{"method": "mtp", "num_speculative_tokens": 1}\' (mtp or ngram; the '
         "KV cache from --available-kv-gib)",
     )
+    g.add_argument("--attention-backend", default=None, metavar="NAME", help="vLLM: the "
+                   "target's (TRITON_ATTN, ...; an MTP drafter picks its own: its group)")  # fmt: skip
     g.add_argument(
         "--speculative-algorithm",
         default=None,
         metavar="A",
         help="SGLang 0.4.7.post1 - 0.5.23: EAGLE, EAGLE3, NEXTN or STANDALONE",
     )
-    for name in SGLANG_SPEC_FLAGS[:-1]:
+    for name in NUMBER_NAMES[:-1]:
         flag = "--speculative-" + name.replace("_", "-")
         what = "SGLang" if name != "draft_num_layers" else (
             "kvcalc: the draft checkpoint's layers (SGLang 0.5.14+ counts them in the pool)"
@@ -233,7 +234,7 @@ def engine_settings(args, spec) -> dict:
             ("--speculative-algorithm", args.speculative_algorithm, None),
             *(
                 ("--speculative-" + n.replace("_", "-"), getattr(args, f"speculative_{n}"), None)
-                for n in SGLANG_SPEC_FLAGS
+                for n in NUMBER_NAMES
             ),
         ):
             if val != default:
@@ -256,6 +257,7 @@ def engine_settings(args, spec) -> dict:
             mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype,
             enable_prefix_caching=args.enable_prefix_caching,
             mamba_cache_mode=args.mamba_cache_mode,
+            attention_backend=args.attention_backend,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -273,6 +275,7 @@ def engine_settings(args, spec) -> dict:
             ("--[no-]enable-prefix-caching", args.enable_prefix_caching, None),
             ("--mamba-cache-mode", args.mamba_cache_mode, None),
             ("--speculative-config", args.speculative_config, None),
+            ("--attention-backend", args.attention_backend, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")
@@ -290,6 +293,6 @@ def engine_settings(args, spec) -> dict:
             disable_radix_cache=args.disable_radix_cache,
             mamba_ssm_dtype=args.mamba_ssm_dtype,
             speculative_algorithm=args.speculative_algorithm,
-            **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in SGLANG_SPEC_FLAGS},
+            **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in NUMBER_NAMES},
         )
     return s

@@ -24,6 +24,7 @@ from calc.serving.defaults import (
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
 from calc.serving.sglang_spec import check_algorithm
+from calc.serving.vllm_draft_group import check_backend_name
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
@@ -130,6 +131,9 @@ class VllmConfig(EngineConfig):
     # against the model in plan.prepare); None: no speculative decoding
     speculative_method: str | None = None
     num_speculative_tokens: int | None = Field(default=None, gt=0)
+    # --attention-backend, the target's only: modelled for an MTP drafter's KV-cache group
+    # (calc.serving.vllm_draft_group; checked against the model and GPU in plan.prepare)
+    attention_backend: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -143,6 +147,7 @@ class VllmConfig(EngineConfig):
         check_state_flags(self.version_tuple, self.state_args[:2])
         check_mode_flag(self.version_tuple, self.mamba_cache_mode)
         check_method(self.speculative_method, self.num_speculative_tokens)
+        check_backend_name(self.attention_backend)
         return self
 
     @property

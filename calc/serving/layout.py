@@ -66,6 +66,7 @@ GROUP_SIZE_RATIO = (((0, 18, 0), 1.5), ((0, 12, 0), 1.25))  # largest count when
 CHUNKED_SPEC_FROM = (0, 10, 0)  # ChunkedLocalAttentionSpec (before: FullAttentionSpec)
 CHUNKED_HYBRID_OPT_IN_FROM = (0, 10, 1)  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
 ATTENTION = ("full_attention", "sliding_attention", "chunked_attention")
+DRAFT = "draft_attention"  # an MTP drafter's full-attention layers in a group of their own
 # sglang PR #11309 "[DeepSeek-V3.2] Include indexer kv cache when estimating kv cache size"
 # (a4b424c, first in v0.5.3.post1: the oldest version bump that has it as an ancestor in
 # sglang's history, read in the kvcache-ai/sglang_awq fork): profile_max_num_token
@@ -112,9 +113,12 @@ def kv_layout(
     tp, pp = check_engine_parallel(spec, tp, pp)
     split = rank_layers(spec, pp, partition)
     counts = spec.attention_counts
-    if speculation.draft_layers:  # the drafter's layers: the target's attention (vllm_spec)
+    if speculation.own_group:  # full attention, but a spec of their own (vllm_draft_group)
+        counts = {**counts, DRAFT: speculation.draft_layers}
+    elif speculation.draft_layers:  # the drafter's layers: the target's attention (vllm_spec)
         full = counts.get("full_attention", 0) + speculation.draft_layers
         counts = {**counts, "full_attention": full}
+    if speculation.draft_layers:
         split = (split[0] + speculation.draft_layers,)
     if "sliding_attention" in counts and "chunked_attention" in counts:
         _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")
@@ -153,12 +157,17 @@ def kv_layout(
         pages = vllm_state_pages(spec, version, gpu, pc, mode)
         more = state_spec_pages(pages.mode, version, speculation.tokens)
         common["state_pages"] = pages._replace(speculative=more)
-    kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS}  # not "none"
+    kinds = {k: n for k, n in counts.items() if k in ATTENTION or k in STATE_KINDS or k == DRAFT}
     if "chunked_attention" in kinds and version < CHUNKED_SPEC_FROM:
         kinds["full_attention"] = kinds.get("full_attention", 0) + kinds.pop("chunked_attention")
     elif "chunked_attention" in kinds and version >= CHUNKED_HYBRID_OPT_IN_FROM:
         hybrid = hybrid and chunked_hybrid
     grouped = version >= HYBRID_ALLOCATOR_FROM and hybrid
+    if DRAFT in kinds and not grouped:  # two full-attention specs that cannot be unified
+        raise ValueError(
+            "Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "
+            "unified type."
+        )
     if len(kinds) > 1 and (grouped or linear):
         if pp > 1:
             raise ValueError(

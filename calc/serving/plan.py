@@ -45,6 +45,7 @@ from calc.serving.sglang_spec import sglang_arch
 from calc.serving.sglang_spec_pool import resolve_draft_layers
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_dcp import check_dcp, dcp_line
+from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
@@ -144,6 +145,8 @@ def prepare(
         chunked, flags = config.allow_chunked_local_attn_hybrid, config.state_args
         method, k = config.speculative_method, config.num_speculative_tokens
         sp = speculation(spec, v, method, k, pp=pp, dcp=config.decode_context_parallel_size)
+        if drafter_own_group(spec, hw.vendor, v, config.attention_backend, sp.draft_layers):
+            sp = sp._replace(own_group=True)
         if sp.draft_layers:  # the MTP drafter's weights, loaded with the target's (pp is 1)
             runtime = config.quantization
             draft = vllm_mtp_drafter_bytes(spec, v, wd, tp, ep, sp.draft_layers, runtime)

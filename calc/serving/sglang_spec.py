@@ -227,12 +227,16 @@ def auto_params(v: tuple[int, ...], algorithm: str, arch: str) -> tuple[int, int
     return (3, 1, 4) if since is not None and v >= since else (5, 4, 8)
 
 
+# speculative_<name> beside the algorithm, in check_algorithm's order; the CLI's flags too
+NUMBER_NAMES = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers",
+                "draft_weights_gib")  # fmt: skip
+
+
 def speculative_settings(v: tuple[int, ...], kw: dict, arch: str) -> dict:
     """`kw` (sglang_settings' settings) completed as ServerArgs completes the speculative ones
     (module docstring); unchanged without an algorithm."""
     algorithm = kw.get("speculative_algorithm")
-    names = ("num_steps", "eagle_topk", "num_draft_tokens", "draft_num_layers", "draft_weights_gib")
-    numbers = [kw.get(f"speculative_{n}") for n in names]
+    numbers = [kw.get(f"speculative_{n}") for n in NUMBER_NAMES]
     check_algorithm(algorithm, *numbers)  # before the defaults (SglangConfig checks it again)
     if algorithm is None:
         return kw

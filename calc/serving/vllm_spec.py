@@ -75,6 +75,7 @@ class Speculation(NamedTuple):
 
     draft_layers: int = 0  # MTP attention layers added to the groups
     tokens: int = 0  # num_speculative_tokens
+    own_group: bool = False  # the drafter's layers a KV-cache spec of their own (vllm_draft_group)
 
 
 def _release(v: tuple[int, ...]) -> str:
