@@ -33,11 +33,11 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
     if engine == "sglang":
         keys, out = _sglang_inputs(c[0])
     if engine == "vllm":
-        state.init("espec", "none", choices=METHODS)
-        method = c[0].selectbox(
+        method = state.select(
+            c[0],
+            "espec",
             "speculative method",
             METHODS,
-            key=state.wkey("espec"),
             help="--speculative-config's method: mtp drafts with the model's own MTP layers "
             "(DeepSeek-V3 / R1, GLM-4.5, Qwen3-Next, Qwen3.5), one more attention layer each in "
             "the KV cache, its weights in the weights figure; ngram has no drafter. Both "
@@ -59,11 +59,11 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
             keys.append("espk")
             out = {"speculative_method": method, "num_speculative_tokens": k}
         if method == "mtp":
-            state.init("eab", "auto", choices=BACKENDS)
-            backend = c[3].selectbox(
+            backend = state.select(
+                c[3],
+                "eab",
                 "attention backend",
                 BACKENDS,
-                key=state.wkey("eab"),
                 help="--attention-backend: the target's only; the drafter picks its own, and "
                 "in vLLM 0.24 - 0.28 a backend with another KV layout (a forced TRITON_ATTN on "
                 "AMD) puts the drafter's layers in KV-cache groups of their own",
@@ -86,11 +86,11 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
 
 
 def _sglang_inputs(col) -> tuple[list[str], dict]:
-    state.init("esalg", "none", choices=ALGORITHMS)
-    algorithm = col.selectbox(
+    algorithm = state.select(
+        col,
+        "esalg",
         "speculative algorithm",
         ALGORITHMS,
-        key=state.wkey("esalg"),
         help="SGLang 0.4.7.post1 - 0.5.23: --speculative-algorithm. Up to 0.5.6.post2 the "
         "target's pool gets max_running_requests x (steps x topk + draft tokens) + 100 more "
         "tokens; from 0.5.14 its cell counts the draft's layers (speculative_draft_num_layers: "

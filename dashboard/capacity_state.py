@@ -16,39 +16,39 @@ def state_inputs(engine: str, spec) -> tuple[list[str], dict]:
     c = st.columns(4)
     if engine == "sglang":
         opts = ["default", "float32", "bfloat16", "float16"]
-        state.init("esgssm", "default", choices=opts)
-        ssm = c[0].selectbox(
+        ssm = state.select(
+            c[0],
+            "esgssm",
             "mamba_ssm_dtype",
             opts,
-            key=state.wkey("esgssm"),
             help="The linear layers' temporal state; default: the flag left out (float32, or "
             "from 0.5.9 the config.json's mamba_ssm_dtype).",
         )
         return ["esgssm"], ({} if ssm == "default" else {"mamba_ssm_dtype": ssm})
-    state.init("epc", "default", choices=list(PREFIX_CACHING))
-    pc = c[0].selectbox(
+    pc = state.select(
+        c[0],
+        "epc",
         "enable_prefix_caching",
         list(PREFIX_CACHING),
-        key=state.wkey("epc"),
         help="Default: on from 0.26. On, each request holds 2 or more state pages (a state "
         "per block for Nemotron-H / Granite up to 0.27); off, one.",
     )
     modes = ["default", "all", "align", "none"]
-    state.init("emode", "default", choices=modes)
-    mode = c[2].selectbox(
+    mode = state.select(
+        c[2],
+        "emode",
         "mamba_cache_mode",
         modes,
-        key=state.wkey("emode"),
         help="With prefix caching, vLLM 0.16 - 0.32: 'all' keeps a state per block "
         "(Nemotron-H / Granite; others fall back to 'align'), 'align' 2 or 3 pages; default: "
         "the flag left out. Refused before 0.16 and ('all') from 0.32; no effect from 0.33.",
     )
     opts = ["auto", "float32", "float16", "bfloat16"]
-    state.init("essm", "auto", choices=opts)
-    ssm = c[1].selectbox(
+    ssm = state.select(
+        c[1],
+        "essm",
         "mamba_ssm_cache_dtype",
         opts,
-        key=state.wkey("essm"),
         help="The linear layers' temporal state; auto: the model's config (Nemotron-H, "
         "Qwen3.5), else the model dtype.",
     )

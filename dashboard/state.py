@@ -139,6 +139,13 @@ def init(
         _replaced(key, raw, reason or "is not allowed", value)
 
 
+def select(col, key: str, label: str, options: list[str], help: str) -> str:
+    """A selectbox in `col` whose value is the URL's `key` (unset or not an option: the
+    first option)."""
+    init(key, options[0], choices=options)
+    return col.selectbox(label, options, key=wkey(key), help=help)
+
+
 def init_list(
     key: str,
     default: Sequence,
