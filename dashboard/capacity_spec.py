@@ -32,6 +32,17 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
     keys, out = [], {}
     if engine == "sglang":
         keys, out = _sglang_inputs(c[0])
+        mm = state.select(
+            c[3],
+            "emm",
+            "enable_multimodal",
+            ["default", "on"],
+            help="SGLang 0.4.6+: --enable-multimodal. By default Gemma 3 and Llama 4 run as text "
+            "models (no VLM fraction factor, no VLM cache, Llama 4's vision encoder not built); "
+            "on, as every other vision checkpoint. Nothing happens for a text-only model.",
+        )
+        keys.append("emm")
+        out = {**out, "enable_multimodal": True} if mm == "on" else out
     if engine == "vllm":
         method = state.select(
             c[0],

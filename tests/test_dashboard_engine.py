@@ -391,6 +391,17 @@ def test_the_attention_backend_input_reaches_the_mtp_plan():
     assert errors(at) == ""  # the input is only there for mtp: a stale URL key is not used
 
 
+def test_the_enable_multimodal_input_reaches_the_sglang_plan():
+    page = dict(model="gemma-3-12b", gpu="h100-sxm", gpus="1", tp="1", engine="sglang")
+    at = open_page("capacity", **page, ever="0.5.23", elen="8192", emm="on")
+    assert errors(at) == ""
+    p = engine_plan("gemma-3-12b", "h100-sxm", "sglang", version="0.5.23", max_model_len=8192,
+                    enable_multimodal=True)  # fmt: skip
+    off = engine_plan("gemma-3-12b", "h100-sxm", "sglang", version="0.5.23", max_model_len=8192)
+    assert p.gpu_kv_cache_tokens < off.gpu_kv_cache_tokens  # the VLM factor and cache
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+
+
 def test_sglang_from_a_given_memory_is_calc_serving():
     at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="40")
     assert errors(at) == ""

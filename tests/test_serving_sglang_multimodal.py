@@ -1,4 +1,5 @@
-"""Which checkpoints with a vision encoder SGLang runs as multimodal without --enable-multimodal
+"""Which checkpoints with a vision encoder SGLang runs as multimodal, with and without
+--enable-multimodal
 (calc.serving.sglang_multimodal), the expected values written out from the PyPI wheels'
 configs/model_config.py (multimodal_model_archs; mm_disabled_models from 0.4.6:
 Gemma3ForConditionalGeneration, Llama4ForConditionalGeneration), model_runner.py (`if
@@ -112,3 +113,57 @@ def test_kimi_k25_is_refused_before_0_5_9():
     with pytest.raises(ValueError, match=r"'version' must be at least 0\.5\.9 for Kimi K2\.5"):
         engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.8", **kw)
     assert engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.9", **kw).fits
+
+
+def test_enable_multimodal_makes_gemma3_and_llama4_multimodal():
+    """--enable-multimodal (ServerArgs.enable_multimodal from 0.4.6): is_multimodal for Gemma 3
+    and Llama 4 too. Gemma 3 12B's SigLIP tower (27 layers x 1152) scales the default by
+    adjust_mem_fraction_for_vlm (0.5.6 server_args.py): 0.95 x (1 - 0.1 x (27 x 1152^2 /
+    (24 x 1024^2) - 1)), clamped to [0.8, 1.05]."""
+    text = frac("gemma-3-12b", "0.5.6").mem_fraction_static
+    on = frac("gemma-3-12b", "0.5.6", enable_multimodal=True).mem_fraction_static
+    ratio = 27 * 1152**2 / (24 * 1024**2)
+    assert on == pytest.approx(text * 0.95 * max(0.8, min(1.05, 1 - 0.1 * (ratio - 1))))
+    assert 0.759 < on < 0.760  # from 0.835 on an H100
+    # from 0.5.18 its budget also leaves the VLM cache out (SGLANG_VLM_CACHE_SIZE_MB = 100)
+    kw = dict(mem_fraction_static=0.85, max_model_len=8192)
+    plain = engine_plan("gemma-3-12b", "h100-sxm", "sglang", version="0.5.18", **kw)
+    mm = engine_plan("gemma-3-12b", "h100-sxm", "sglang", version="0.5.18",
+                     enable_multimodal=True, **kw)  # fmt: skip
+    assert plain.available_kv_cache_bytes - mm.available_kv_cache_bytes == 100 * 2**20
+    # Llama 4's vision encoder is built again (mllama4.py: has_vision_weights and
+    # enable_multimodal): Llama4VisionModel + projector, 871,932,416 values in bf16 at TP 1
+    a = engine_plan("llama-4-scout", "h200", "sglang", version="0.5.6", max_model_len=8192)
+    b = engine_plan("llama-4-scout", "h200", "sglang", version="0.5.6", max_model_len=8192,
+                    enable_multimodal=True)  # fmt: skip
+    assert b.weights_bytes - a.weights_bytes == (850_960_896 + 20_971_520) * 2
+
+
+def test_enable_multimodal_false_and_before_0_4_6():
+    # the Python API's False: is_multimodal for no model (Mistral-Small-3.1 as a text model)
+    text = frac("llama-3.1-8b", "0.5.6").mem_fraction_static
+    assert frac("mistral-small-3.1", "0.5.6", enable_multimodal=False).mem_fraction_static == text
+    # 0.4.5.post1 has --enable-llama4-multimodal only (server_args.py), not modelled
+    with pytest.raises(ValueError, match="'enable_multimodal' needs SGLang 0.4.6 or later"):
+        frac("gemma-3-4b", "0.4.5.post1", enable_multimodal=True)
+    # a text-only model: nothing happens ("If the model being served is not multimodal")
+    assert frac("llama-3.1-8b", "0.5.6", enable_multimodal=True).mem_fraction_static == text
+
+
+def test_the_cli_flag_is_sglangs():
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "calc", "plan", "gemma-3-12b", "--gpu", "h100-sxm", "--seq",
+            "8192", "--json"]  # fmt: skip
+    run = lambda *a: subprocess.run([*base, *a], capture_output=True, text=True)  # noqa: E731
+    on = run("--engine", "sglang", "--engine-version", "0.5.6", "--enable-multimodal")
+    off = run("--engine", "sglang", "--engine-version", "0.5.6")
+    assert on.returncode == off.returncode == 0
+    p = engine_plan("gemma-3-12b", "h100-sxm", "sglang", version="0.5.6", max_model_len=8192,
+                    enable_multimodal=True)  # fmt: skip
+    assert json.loads(on.stdout)["gpu_kv_cache_tokens"] == p.gpu_kv_cache_tokens
+    assert json.loads(off.stdout)["gpu_kv_cache_tokens"] > p.gpu_kv_cache_tokens
+    r = run("--engine", "vllm", "--enable-multimodal")
+    assert r.returncode == 2 and "is an SGLang setting" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from calc.cli.args import int_at_least
+from calc.serving.cli_spec_args import add_speculative_args, fraction
 from calc.serving.sglang_spec import NUMBER_NAMES
 from calc.serving.vllm_spec import parse_speculative_config
 
@@ -20,12 +21,11 @@ SGLANG_ALTERNATIVE = {
     "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
-VLLM_ALTERNATIVE = {"--max-running-requests": "--max-num-seqs"}
+VLLM_ALTERNATIVE = {
+    "--max-running-requests": "--max-num-seqs",
+    "--enable-multimodal": "no such flag (it plans a checkpoint's vision encoder as vLLM does)",
+}
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
-
-
-def fraction(text: str) -> float:
-    return float(text)
 
 
 def add_engine_args(p) -> None:
@@ -156,35 +156,7 @@ def add_engine_args(p) -> None:
         default=None,
         help="vLLM 0.16-0.32: the linear layers' prefix-cache mode (choices by release)",
     )
-    g.add_argument(
-        "--speculative-config",
-        default=None,
-        metavar="JSON",
-        help='vLLM: \'{"method": "mtp", "num_speculative_tokens": 1}\' (mtp or ngram; the '
-        "KV cache from --available-kv-gib)",
-    )
-    g.add_argument("--attention-backend", default=None, metavar="NAME", help="vLLM: the "
-                   "target's (TRITON_ATTN, ...; an MTP drafter picks its own: its group)")  # fmt: skip
-    g.add_argument(
-        "--speculative-algorithm",
-        default=None,
-        metavar="A",
-        help="SGLang 0.4.7.post1 - 0.5.23: EAGLE, EAGLE3, NEXTN or STANDALONE",
-    )
-    for name in NUMBER_NAMES[:-1]:
-        flag = "--speculative-" + name.replace("_", "-")
-        what = "SGLang" if name != "draft_num_layers" else (
-            "kvcalc: the draft checkpoint's layers (SGLang 0.5.14+ counts them in the pool)"
-        )  # fmt: skip
-        g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help=what)
-    g.add_argument(
-        "--speculative-draft-weights-gib",
-        type=fraction,
-        default=None,
-        metavar="X",
-        help="kvcalc: the draft worker's 'Load weight end ... mem usage' (SGLang 0.5.14+ sizes "
-        "the pool after it)",
-    )
+    add_speculative_args(g)  # and --attention-backend, --enable-multimodal
     g.add_argument(
         "--target-concurrency",
         type=fraction,
@@ -232,6 +204,7 @@ def engine_settings(args, spec) -> dict:
             ("--disable-radix-cache", args.disable_radix_cache, None),
             ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
             ("--speculative-algorithm", args.speculative_algorithm, None),
+            ("--enable-multimodal", args.enable_multimodal, None),
             *(
                 ("--speculative-" + n.replace("_", "-"), getattr(args, f"speculative_{n}"), None)
                 for n in NUMBER_NAMES
@@ -292,6 +265,7 @@ def engine_settings(args, spec) -> dict:
             mamba_full_memory_ratio=args.mamba_full_memory_ratio,
             disable_radix_cache=args.disable_radix_cache,
             mamba_ssm_dtype=args.mamba_ssm_dtype,
+            enable_multimodal=args.enable_multimodal,
             speculative_algorithm=args.speculative_algorithm,
             **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in NUMBER_NAMES},
         )

@@ -23,6 +23,7 @@ from calc.serving.defaults import (
 )
 from calc.serving.engine_sglang import sglang_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
+from calc.serving.sglang_multimodal import check_enable_multimodal
 from calc.serving.sglang_spec import check_algorithm
 from calc.serving.vllm_draft_group import check_backend_name
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
@@ -200,9 +201,12 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     # kvcalc's: the draft worker's own "Load weight end ... mem usage" (GB as SGLang prints
     # it: GiB), resident when the target's pool is sized from 0.5.14 (sglang_spec_pool)
     speculative_draft_weights_gib: float | None = Field(default=None, gt=0, le=4096)
+    # --enable-multimodal (0.4.6 on); None: not given (calc.serving.sglang_multimodal)
+    enable_multimodal: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
+        check_enable_multimodal(self.version, self.enable_multimodal)
         check_algorithm(
             self.speculative_algorithm,
             self.speculative_num_steps,

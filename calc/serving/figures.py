@@ -143,7 +143,7 @@ def sglang_derived_budget(spec, config, weights, total, init_used, mem_fraction_
     held = draft_weight_bytes(config)
     pre = total - init_used
     available = pre - max(weights) - sglang_load_extra_bytes() - held
-    multimodal = sglang_multimodal(spec, config.version) is not None
+    multimodal = sglang_multimodal(spec, config.version, config.enable_multimodal) is not None
     rest = m.sglang_rest_bytes(available, pre, mem_fraction_static)
     return SglangBudget(rest - mm_reserve_bytes(config.version, multimodal), pre, available, held)
 

@@ -97,7 +97,7 @@ def prepare(
             gpu_name=hw.name,
             gpu_vendor=hw.vendor,
             model_max_len=spec.max_position_embeddings,
-            multimodal=_multimodal(spec, engine, settings.get("version")),
+            multimodal=_multimodal(spec, engine, settings),
             vision_tower=(spec.vision.num_hidden_layers, spec.vision.hidden_size)
             if spec.vision
             else None,
@@ -119,7 +119,9 @@ def prepare(
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
-    wspec = sglang_weight_spec(spec, config.version) if config.engine == "sglang" else spec
+    wspec = spec
+    if config.engine == "sglang":  # Llama 4's vision encoder only with --enable-multimodal
+        wspec = sglang_weight_spec(spec, config.version, config.enable_multimodal)
     weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
@@ -167,11 +169,12 @@ def prepare(
     return spec, hw, config, lay, weights, kd, wd, total
 
 
-def _multimodal(spec, engine: str, version: str | None) -> str | None:
+def _multimodal(spec, engine: str, settings: dict) -> str | None:
     """The vision encoder kind the engine's fraction rules see: SGLang's is_multimodal
-    (calc.serving.sglang_multimodal), vLLM's any encoder."""
+    (calc.serving.sglang_multimodal, with its --enable-multimodal), vLLM's any encoder."""
     if engine == "sglang":
-        return sglang_multimodal(spec, version or DEFAULT_VERSION["sglang"])
+        version = settings.get("version") or DEFAULT_VERSION["sglang"]
+        return sglang_multimodal(spec, version, settings.get("enable_multimodal"))
     return spec.vision.kind if spec.vision else None
 
 

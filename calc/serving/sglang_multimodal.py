@@ -1,6 +1,12 @@
 """Whether SGLang runs a checkpoint with a vision encoder as a multimodal model, and whether it
-builds the encoder, when --enable-multimodal is not given (kvcalc has no such setting), read in
-the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, gemma3_mm.py):
+builds the encoder, with and without --enable-multimodal (SglangConfig.enable_multimodal), read
+in the PyPI wheels (sglang <version>: configs/model_config.py, models/mllama4.py, gemma3_mm.py,
+server_args.py; arg_groups/fields/mm.py from 0.5.14):
+
+- enable_multimodal: Optional[bool] = None is a ServerArgs field from 0.4.6 (`--enable-multimodal`,
+  store_true; 0.4.5.post1 has only --enable-llama4-multimodal, not modelled: refused before
+  0.4.6). True: is_multimodal for every architecture on multimodal_model_archs (Gemma 3 and
+  Llama 4 included); False (the Python API): for none; None: the default below.
 
 - ModelConfig.is_multimodal = enable_multimodal and the architecture on multimodal_model_archs.
   enable_multimodal unset is False for mm_disabled_models ("Multimodal is disabled for
@@ -59,19 +65,34 @@ def check_architecture(spec, version: str) -> None:
         )
 
 
-def sglang_multimodal(spec, version: str) -> str | None:
-    """The vision encoder's kind where SGLang's is_multimodal holds, else None."""
+ENABLE_FLAG_FROM = (0, 4, 6, 0)
+
+
+def check_enable_multimodal(version: str, enable: bool | None) -> None:
+    """SglangConfig's check: the setting exists from 0.4.6 (module docstring)."""
+    if enable is not None and sglang_version(version) < ENABLE_FLAG_FROM:
+        raise ValueError(
+            f"'enable_multimodal' needs SGLang 0.4.6 or later (0.4.5.post1's "
+            f"--enable-llama4-multimodal is not modelled): got {version}"
+        )
+
+
+def sglang_multimodal(spec, version: str, enable: bool | None = None) -> str | None:
+    """The vision encoder's kind where SGLang's is_multimodal holds, else None; `enable`:
+    --enable-multimodal (None: not given)."""
     kind = _kind(spec)
-    if kind is None:
+    if kind is None or enable is False:
         return None
-    if kind == "other":
+    if kind == "other" or enable:
         return spec.vision.kind
     v = sglang_version(version)
     return spec.vision.kind if MULTIMODAL_FROM[kind] <= v < MM_DISABLED_FROM else None
 
 
-def sglang_weight_spec(spec, version: str):
-    """`spec` as SGLang loads it: without Llama 4's vision encoder from 0.5.0rc0."""
-    if _kind(spec) == "llama4" and sglang_version(version) >= LLAMA4_VISION_GATED_FROM:
+def sglang_weight_spec(spec, version: str, enable: bool | None = None):
+    """`spec` as SGLang loads it: without Llama 4's vision encoder from 0.5.0rc0 unless
+    --enable-multimodal is given."""
+    gated = sglang_version(version) >= LLAMA4_VISION_GATED_FROM
+    if _kind(spec) == "llama4" and gated and not enable:
         return spec.model_copy(update={"vision": None})
     return spec

@@ -1,0 +1,49 @@
+"""The plan command's flags for speculative decoding and the multimodal and attention-backend
+settings beside it (calc.serving.cli_settings maps them to EngineConfig's fields)."""
+
+from __future__ import annotations
+
+from calc.cli.args import int_at_least
+from calc.serving.sglang_spec import NUMBER_NAMES
+
+
+def fraction(text: str) -> float:
+    return float(text)
+
+
+def add_speculative_args(g) -> None:
+    g.add_argument(
+        "--speculative-config",
+        default=None,
+        metavar="JSON",
+        help='vLLM: \'{"method": "mtp", "num_speculative_tokens": 1}\' (mtp or ngram; the '
+        "KV cache from --available-kv-gib)",
+    )
+    g.add_argument("--attention-backend", default=None, metavar="NAME", help="vLLM: the "
+                   "target's (TRITON_ATTN, ...; an MTP drafter picks its own: its group)")  # fmt: skip
+    g.add_argument(
+        "--speculative-algorithm",
+        default=None,
+        metavar="A",
+        help="SGLang 0.4.7.post1 - 0.5.23: EAGLE, EAGLE3, NEXTN or STANDALONE",
+    )
+    for name in NUMBER_NAMES[:-1]:
+        flag = "--speculative-" + name.replace("_", "-")
+        what = "SGLang" if name != "draft_num_layers" else (
+            "kvcalc: the draft checkpoint's layers (SGLang 0.5.14+ counts them in the pool)"
+        )  # fmt: skip
+        g.add_argument(flag, type=int_at_least(1), default=None, metavar="N", help=what)
+    g.add_argument(
+        "--speculative-draft-weights-gib",
+        type=fraction,
+        default=None,
+        metavar="X",
+        help="kvcalc: the draft worker's 'Load weight end ... mem usage' (SGLang 0.5.14+ sizes "
+        "the pool after it)",
+    )
+    g.add_argument(
+        "--enable-multimodal",
+        action="store_true",
+        default=None,
+        help="SGLang 0.4.6+: run Gemma 3 / Llama 4 checkpoints as multimodal (off by default)",
+    )
