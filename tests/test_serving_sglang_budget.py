@@ -110,3 +110,40 @@ def test_cli_flag_and_its_refusals(capsys):
     vllm = ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", *flag]
     assert main(vllm) == 2
     assert "is an SGLang setting" in capsys.readouterr().err
+
+
+def test_a_gpu_feature_transport_reserves_its_pool_from_0_5_18():
+    # mm_runtime_reservation_gb (0.5.18 kv_cache_configurator.py): + SGLANG_MM_FEATURE_CACHE_MB
+    # (1024) for --mm-feature-transport cuda_ipc / cuda_vmm; in 0.5.16 - 0.5.17 the pool is
+    # allocated after the KV pool with nothing reserved
+    kw = dict(mem_fraction_static=0.85, max_model_len=8192)
+    for v, extra in (("0.5.17", 0), ("0.5.18", 1024 * MIB), ("0.5.23", 1024 * MIB)):
+        cpu = plan("mistral-small-3.1", version=v, mm_feature_transport="cpu", **kw)
+        ipc = plan("mistral-small-3.1", version=v, mm_feature_transport="cuda_ipc", **kw)
+        assert cpu.available_kv_cache_bytes - ipc.available_kv_cache_bytes == extra
+        unset = plan("mistral-small-3.1", version=v, **kw)  # unset: cpu on one node
+        assert unset.available_kv_cache_bytes == cpu.available_kv_cache_bytes
+    text = [plan(version="0.5.23", mm_feature_transport=t, **kw) for t in ("cpu", "cuda_vmm")]
+    assert text[0].available_kv_cache_bytes == text[1].available_kv_cache_bytes  # not multimodal
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(version="0.5.15", mm_feature_transport="cpu"), "needs SGLang 0.5.16 or later"),
+        (dict(version="0.5.17", mm_feature_transport="cuda_vmm"), "needs SGLang 0.5.18 or later"),
+        (dict(version="0.5.23", mm_feature_transport="nvlink"), "must be one of cpu, cuda_ipc"),
+        (dict(version="0.5.23", mm_feature_transport="cuda_vmm", pipeline_parallel_size=2),
+         "cuda_vmm does not support pipeline parallelism"),
+    ],
+)  # fmt: skip
+def test_the_transport_refusals(kw, match):
+    with pytest.raises(ValueError, match=match):
+        plan("mistral-small-3.1", max_model_len=8192, **kw)
+
+
+def test_gpu_transports_need_cuda():
+    with pytest.raises(ValueError, match=r"--mm-feature-transport=cuda_ipc requires NVIDIA CUDA"):
+        engine_plan("mistral-small-3.1", "mi300x", "sglang", version="0.5.23",
+                    max_model_len=8192, mem_fraction_static=0.8,
+                    mm_feature_transport="cuda_ipc")  # fmt: skip

@@ -24,6 +24,7 @@ SGLANG_ALTERNATIVE = {
 VLLM_ALTERNATIVE = {
     "--max-running-requests": "--max-num-seqs",
     "--enable-multimodal": "no such flag (it plans a checkpoint's vision encoder as vLLM does)",
+    "--mm-feature-transport": "no flag of that kind that kvcalc models",
 }
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
@@ -205,6 +206,7 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
             ("--speculative-algorithm", args.speculative_algorithm, None),
             ("--enable-multimodal", args.enable_multimodal, None),
+            ("--mm-feature-transport", args.mm_feature_transport, None),
             *(
                 ("--speculative-" + n.replace("_", "-"), getattr(args, f"speculative_{n}"), None)
                 for n in NUMBER_NAMES
@@ -266,6 +268,7 @@ def engine_settings(args, spec) -> dict:
             disable_radix_cache=args.disable_radix_cache,
             mamba_ssm_dtype=args.mamba_ssm_dtype,
             enable_multimodal=args.enable_multimodal,
+            mm_feature_transport=args.mm_feature_transport,
             speculative_algorithm=args.speculative_algorithm,
             **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in NUMBER_NAMES},
         )

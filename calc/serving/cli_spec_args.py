@@ -47,3 +47,10 @@ def add_speculative_args(g) -> None:
         default=None,
         help="SGLang 0.4.6+: run Gemma 3 / Llama 4 checkpoints as multimodal (off by default)",
     )
+    g.add_argument(
+        "--mm-feature-transport",
+        choices=("cpu", "cuda_ipc", "cuda_vmm"),
+        default=None,
+        help="SGLang 0.5.16+: a GPU transport reserves 1 GiB of a multimodal model's KV budget "
+        "from 0.5.18",
+    )

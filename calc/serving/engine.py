@@ -203,6 +203,8 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     speculative_draft_weights_gib: float | None = Field(default=None, gt=0, le=4096)
     # --enable-multimodal (0.4.6 on); None: not given (calc.serving.sglang_multimodal)
     enable_multimodal: bool | None = None
+    # --mm-feature-transport (0.5.16 on; checked with the GPU in plan.prepare: sglang_budget)
+    mm_feature_transport: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:

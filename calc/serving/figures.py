@@ -145,7 +145,8 @@ def sglang_derived_budget(spec, config, weights, total, init_used, mem_fraction_
     available = pre - max(weights) - sglang_load_extra_bytes() - held
     multimodal = sglang_multimodal(spec, config.version, config.enable_multimodal) is not None
     rest = m.sglang_rest_bytes(available, pre, mem_fraction_static)
-    return SglangBudget(rest - mm_reserve_bytes(config.version, multimodal), pre, available, held)
+    reserve = mm_reserve_bytes(config.version, multimodal, config.mm_feature_transport)
+    return SglangBudget(rest - reserve, pre, available, held)
 
 
 def sglang_figures(lay, config, rest, max_model_len) -> dict:

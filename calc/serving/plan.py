@@ -32,6 +32,7 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_budget import check_transport
 from calc.serving.sglang_multimodal import (
     check_architecture,
     sglang_multimodal,
@@ -114,6 +115,7 @@ def prepare(
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
         check_architecture(spec, config.version)  # Kimi K2.5 from 0.5.9
+        check_transport(config, hw.vendor)  # --mm-feature-transport
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
         ep, split = config.expert_parallel_size, None

@@ -12,10 +12,14 @@ mem_fraction_static), read in the released wheels (pypi.org sglang <version>):
   target's pool is sized: sglang#36452) are calc.serving.sglang_spec_pool.draft_weight_bytes;
 - from 0.5.18 a multimodal model's budget also leaves out mm_runtime_reservation_gb ("Multimodal
   GPU memory allocated only after the KV pool is sized"): SGLANG_VLM_CACHE_SIZE_MB (environ.py:
-  100), + SGLANG_MM_FEATURE_CACHE_MB (1024) with --mm-feature-transport cuda_ipc / cuda_vmm,
-  which kvcalc has no setting for (unset: cpu on one node, so not added). is_multimodal: the
-  architecture on multimodal_model_archs or a vision / audio sub-config (model_config.py);
-  kvcalc's is calc.serving.sglang_multimodal.sglang_multimodal;
+  100), + SGLANG_MM_FEATURE_CACHE_MB (1024) with --mm-feature-transport cuda_ipc / cuda_vmm
+  (SglangConfig.mm_feature_transport; unset: cpu on one node, so not added; kvcalc plans one
+  node). The flag is in server_args.py from 0.5.16 ("cpu" / "cuda_ipc"; "cuda_vmm" from
+  0.5.18); in 0.5.16 - 0.5.17 its pool is allocated after the KV pool with nothing reserved, so
+  the budget does not change. SGLang refuses both GPU transports off CUDA ("requires NVIDIA
+  CUDA") and cuda_vmm with pipeline parallelism. is_multimodal: the architecture on
+  multimodal_model_archs or a vision / audio sub-config (model_config.py); kvcalc's is
+  calc.serving.sglang_multimodal.sglang_multimodal;
 - from 0.5.14 a budget of 0 or less raises its own ValueError ("Loaded weights leave no GPU
   memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static above S
   (minimum viable = 1 - available/pre = M). If using speculative decoding, draft weights are now
@@ -32,14 +36,39 @@ from calc.serving.defaults_sglang import sglang_version
 BUDGET_REFUSAL_FROM = (0, 5, 14, 0)
 MM_RESERVE_FROM = (0, 5, 18, 0)
 VLM_CACHE_MIB = 100  # SGLANG_VLM_CACHE_SIZE_MB's default (environ.py, 0.5.17 - 0.5.23)
+FEATURE_CACHE_MIB = 1024  # SGLANG_MM_FEATURE_CACHE_MB's default (environ.py, 0.5.16 - 0.5.23)
+GPU_TRANSPORTS = ("cuda_ipc", "cuda_vmm")
+TRANSPORT_FROM = {"cpu": (0, 5, 16, 0), "cuda_ipc": (0, 5, 16, 0), "cuda_vmm": (0, 5, 18, 0)}
 GIB = 2**30
 
 
-def mm_reserve_bytes(version: str, multimodal: bool) -> int:
-    """mm_runtime_reservation_gb in bytes: 100 MiB for a multimodal model from 0.5.18."""
+def check_transport(config, vendor: str) -> None:
+    """--mm-feature-transport: its choices by release and SGLang's refusals (module docstring)."""
+    t = config.mm_feature_transport
+    if t is None:
+        return
+    if t not in TRANSPORT_FROM:
+        raise ValueError(
+            f"'mm_feature_transport' must be one of {', '.join(TRANSPORT_FROM)}: got {t!r}"
+        )
+    since = TRANSPORT_FROM[t]
+    if sglang_version(config.version) < since:
+        release = ".".join(str(x) for x in since[:3])
+        raise ValueError(
+            f"'mm_feature_transport' {t} needs SGLang {release} or later: got {config.version}"
+        )
+    if t in GPU_TRANSPORTS and vendor != "NVIDIA":
+        raise ValueError(f"--mm-feature-transport={t} requires NVIDIA CUDA.")
+    if t == "cuda_vmm" and config.pipeline_parallel_size != 1:
+        raise ValueError("--mm-feature-transport=cuda_vmm does not support pipeline parallelism.")
+
+
+def mm_reserve_bytes(version: str, multimodal: bool, transport: str | None = None) -> int:
+    """mm_runtime_reservation_gb in bytes from 0.5.18 for a multimodal model: 100 MiB, 1 GiB
+    more with a GPU feature transport."""
     if not multimodal or sglang_version(version) < MM_RESERVE_FROM:
         return 0
-    return VLM_CACHE_MIB * 2**20
+    return (VLM_CACHE_MIB + (FEATURE_CACHE_MIB if transport in GPU_TRANSPORTS else 0)) * 2**20
 
 
 def budget_refusal(config, pre_bytes: int, available_bytes: int, rest_bytes: int) -> str | None:
