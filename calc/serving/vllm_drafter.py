@@ -23,9 +23,9 @@ What the proposer's load_model frees again, so it is not counted:
   embedding weights with the draft model.");
 - Qwen's model-level ParallelLMHead, replaced by the target's lm_head;
 - DeepSeek / GLM's per-layer SharedHead.head only from 0.16.0 ("Shared target model lm_head
-  with MTP shared_head.head", vllm PR #34385, merged 2026-02). Up to 0.14.1 it stays: one padded
-  vocabulary / TP x h table in the model dtype per MTP layer. 0.15.x published no sdist, so for
-  those families its drafter weights are not modelled there (None).
+  with MTP shared_head.head", vllm PR #34385, merged 2026-02). Up to 0.15.1 it stays: one padded
+  vocabulary / TP x h table in the model dtype per MTP layer (0.15.x published no sdist: read
+  in the 0.15.0 and 0.15.1 manylinux wheels, v1/spec_decode/eagle.py, which never names it).
 
 A quantized DeepSeek / GLM checkpoint's MTP layer counts its stored bytes (calc.quant.sharding,
 the spec with include_mtp: eh_proj unquantized, as DeepSeek-V3's F8_E4M3 count shows) and, for
@@ -44,7 +44,6 @@ from calc.params import norm_params
 from calc.sharding import QUANTIZED_DTYPES
 
 SHARED_HEAD_FROM = (0, 16, 0)
-OWN_HEAD_UNTIL = (0, 15, 0)  # 0.14.x and earlier keep it; 0.15.x: not read (no sdist)
 # families whose MTP layer is DeepSeek's (eh_proj, enorm / hnorm, SharedHead); the others
 # (Qwen3-Next, Qwen3.5) build fc and the pre-fc norms
 SHARED_HEAD_FAMILIES = frozenset({"deepseek", "deepseek_v3", "glm", "glm4_moe", "glm4_moe_lite"})
@@ -57,19 +56,15 @@ def block_layer(spec) -> int:
     return max(i for i, (a, _) in enumerate(kinds) if a not in ("linear_attention", "mamba"))
 
 
-def own_heads(spec, version: tuple[int, ...]) -> int | None:
-    """SharedHead.head tables each MTP layer keeps (module docstring): 1 or 0; None where the
-    release was not read."""
-    if spec.family not in SHARED_HEAD_FAMILIES:
-        return 0
-    if version >= SHARED_HEAD_FROM:
-        return 0
-    return 1 if version < OWN_HEAD_UNTIL else None
+def own_heads(spec, version: tuple[int, ...]) -> int:
+    """SharedHead.head tables each MTP layer keeps (module docstring): 1 or 0."""
+    return int(spec.family in SHARED_HEAD_FAMILIES and version < SHARED_HEAD_FROM)
 
 
 def drafter_modelled(spec, version: tuple[int, ...], weight_dtype: str) -> bool:
-    """Whether vllm_mtp_drafter_bytes gives a figure for this model, release and dtype."""
-    if weight_dtype in QUANTIZED_DTYPES or own_heads(spec, version) is None:
+    """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (`version` kept
+    for the callers: every release from MTP_FROM is read)."""
+    if weight_dtype in QUANTIZED_DTYPES:
         return False
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
 
