@@ -110,7 +110,9 @@ def test_kimi_k25_is_refused_before_0_5_9():
     # sglang/srt/models: KimiK25ForConditionalGeneration is in the 0.5.9 wheel, not in 0.5.8's
     # (ModelRegistry: "Model architectures [...] are not supported for now.")
     kw = dict(tensor_parallel_size=8, max_model_len=8192)
-    with pytest.raises(ValueError, match=r"'version' must be at least 0\.5\.9 for Kimi K2\.5"):
+    with pytest.raises(
+        ValueError, match=r"'version' must be at least 0\.5\.9 for 'kimi-k2\.5' in SGLang"
+    ):
         engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.8", **kw)
     assert engine_plan("kimi-k2.5", "h200", "sglang", version="0.5.9", **kw).fits
 
@@ -167,3 +169,21 @@ def test_the_cli_flag_is_sglangs():
     r = run("--engine", "vllm", "--enable-multimodal")
     assert r.returncode == 2 and "is an SGLang setting" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "model, tp, before, first, arch",
+    [
+        # sglang/srt/models in the PyPI wheels: glm4_moe.py from 0.4.9.post5 (not in
+        # 0.4.9.post4), glm4_moe_lite.py from 0.5.8 (not in 0.5.7), minimax_m2.py from
+        # 0.5.4.post1 (not in 0.5.4)
+        ("glm-4.5-air", 4, "0.4.9.post4", "0.4.9.post5", "Glm4MoeForCausalLM"),
+        ("glm-4.7-flash", 2, "0.5.7", "0.5.8", "Glm4MoeLiteForCausalLM"),
+        ("minimax-m2.5", 4, "0.5.4", "0.5.4.post1", "MiniMaxM2ForCausalLM"),
+    ],
+)
+def test_an_architecture_is_refused_before_its_first_release(model, tp, before, first, arch):
+    kw = dict(tensor_parallel_size=tp, max_model_len=8192)
+    with pytest.raises(ValueError, match=f"at least {first} for '{model}'.*{arch}"):
+        engine_plan(model, "h200", "sglang", version=before, **kw)
+    assert engine_plan(model, "h200", "sglang", version=first, **kw).fits

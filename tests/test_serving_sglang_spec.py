@@ -78,7 +78,9 @@ def test_the_planned_architecture_of_presets():
     # Kimi K2.5 (KimiK25ForConditionalGeneration, from 0.5.9) is on no list: from 0.5.8 "all
     # other models" take (3, 1, 4)
     assert arch_of("kimi-k2.5", "0.5.9").speculative_eagle_topk == 1
-    with pytest.raises(ValueError, match="'version' must be at least 0.5.9 for Kimi K2.5"):
+    with pytest.raises(
+        ValueError, match="'version' must be at least 0.5.9 for 'kimi-k2.5' in SGLang"
+    ):
         arch_of("kimi-k2.5")
 
 

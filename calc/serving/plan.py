@@ -32,12 +32,9 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
 from calc.serving.quant_weights import plan_weights
+from calc.serving.sglang_archs import check_architecture
 from calc.serving.sglang_budget import check_transport
-from calc.serving.sglang_multimodal import (
-    check_architecture,
-    sglang_multimodal,
-    sglang_weight_spec,
-)
+from calc.serving.sglang_multimodal import sglang_multimodal, sglang_weight_spec
 from calc.serving.sglang_page import kind_of as sglang_kind
 from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
@@ -114,7 +111,7 @@ def prepare(
     tp, pp, v = config.tensor_parallel_size, config.pipeline_parallel_size, config.version_tuple
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
-        check_architecture(spec, config.version)  # Kimi K2.5 from 0.5.9
+        check_architecture(spec, config.version)  # GLM-4.5, MiniMax-M2, Kimi K2.5, ...
         check_transport(config, hw.vendor)  # --mm-feature-transport
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says

@@ -24,16 +24,12 @@ server_args.py; arg_groups/fields/mm.py from 0.5.14):
   (mllama4.py: has_vision = has_vision_weights and enable_multimodal; 0.4.9.post2 on the
   checkpoint's vision weights alone, 0.4.6.post5 - 0.4.7.post1 always): its weights are then
   not loaded. Gemma 3's SiglipVisionModel is built in every release read.
-- Kimi K2.5's architecture (KimiK25ForConditionalGeneration) is in sglang/srt/models from
-  0.5.9 (absent from the 0.5.8 wheel): before it ModelRegistry refuses it ("Model architectures
-  [...] are not supported for now."), and so does kvcalc (Qwen3.5's, also from 0.5.9:
-  calc.serving.sglang_hybrid).
+Which releases have an architecture at all: calc.serving.sglang_archs.
 """
 
 from __future__ import annotations
 
 from calc.serving.defaults_sglang import sglang_version
-from calc.serving.sglang_page import KIMI_K25_FROM  # KimiK25ForConditionalGeneration's first
 
 # kvcalc's family names (preset, HF import) of the two architectures on mm_disabled_models
 GEMMA3 = ("gemma-3", "gemma3", "gemma3_text")
@@ -51,18 +47,6 @@ def _kind(spec) -> str | None:
     if spec.family in LLAMA4:
         return "llama4"
     return "other"
-
-
-def check_architecture(spec, version: str) -> None:
-    """ModelRegistry's refusal of Kimi K2.5 before 0.5.9 (module docstring; Qwen3.5's:
-    calc.serving.sglang_hybrid)."""
-    v = sglang_version(version)
-    if spec.vision is not None and spec.vision.kind == "moonvit" and v < KIMI_K25_FROM:
-        raise ValueError(
-            f"'version' must be at least 0.5.9 for Kimi K2.5 in SGLang: got {version} "
-            '(KimiK25ForConditionalGeneration is not in its models: "Model architectures '
-            "['KimiK25ForConditionalGeneration'] are not supported for now.\")"
-        )
 
 
 ENABLE_FLAG_FROM = (0, 4, 6, 0)
