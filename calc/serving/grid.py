@@ -23,7 +23,7 @@ from calc.serving.vllm_spec import check_derivable
 def _drafter_unknown(spec, cfg, lay, wd) -> bool:
     if cfg.engine != "vllm" or not lay.speculation.draft_layers:
         return False
-    return not drafter_modelled(spec, cfg.version_tuple, wd)
+    return not drafter_modelled(spec, wd)
 
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")

@@ -220,7 +220,7 @@ ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
-    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, config.version_tuple, wd)
+    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd)
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)

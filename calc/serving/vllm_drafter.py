@@ -61,9 +61,9 @@ def own_heads(spec, version: tuple[int, ...]) -> int:
     return int(spec.family in SHARED_HEAD_FAMILIES and version < SHARED_HEAD_FROM)
 
 
-def drafter_modelled(spec, version: tuple[int, ...], weight_dtype: str) -> bool:
-    """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (`version` kept
-    for the callers: every release from MTP_FROM is read)."""
+def drafter_modelled(spec, weight_dtype: str) -> bool:
+    """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (every release
+    from vllm_spec.MTP_FROM is read)."""
     if weight_dtype in QUANTIZED_DTYPES:
         return False
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
@@ -78,7 +78,7 @@ def vllm_mtp_drafter_bytes(
     from calc.dtypes import dtype_bits
     from calc.serving.sharding import mla_kv_b_copy_bytes, padded_vocab
 
-    if not drafter_modelled(spec, version, weight_dtype):
+    if not drafter_modelled(spec, weight_dtype):
         return None
     wb = dtype_bits(weight_dtype) // 8
     head = own_heads(spec, version) * ceil(padded_vocab(spec.vocab_size) / tp) * spec.hidden_size
