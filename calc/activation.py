@@ -66,7 +66,7 @@ def forward_activation_bytes(
     QKV output + attention output, or the MLP's gate/up output plus its activation (x top-k for
     MoE, plus the combined expert outputs)); FlashAttention-style kernels keep no T x T scores.
     routed_experts=False leaves the routed experts out (an engine whose fused-MoE workspace is
-    counted on its own, calc.serving.memory.vllm_triton_moe_workspace_bytes): the MLP term is
+    counted on its own, calc.serving.profile_terms.vllm_triton_moe_workspace_bytes): the MLP term is
     then the dense layers' MLP or the shared experts', whichever is wider."""
     T = check_count("max_num_batched_tokens", max_num_batched_tokens)
     a = dtype_bits(act_dtype) // 8

@@ -103,7 +103,7 @@ def test_available_kv_within_two_percent_given_the_logged_weights(run):
 
 def test_triton_buffer_rows_follow_the_sm_count():
     """Fewer rows than SMs: the buffer has next_pow2(rows) rows, capped at the SM count."""
-    from calc.serving.memory import vllm_v1_triton_sampler_peak_bytes as f
+    from calc.serving.profile_terms import vllm_v1_triton_sampler_peak_bytes as f
 
     assert f(8, 100, 128, 2, 132) == 8 * (128 * 2 + 12 * 100) + 8 * 100 * 4
     assert f(100, 100, 128, 2, 132) == 100 * (128 * 2 + 12 * 100) + 128 * 100 * 4

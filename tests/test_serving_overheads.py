@@ -114,7 +114,7 @@ def test_from_0200_the_generic_estimate_stays():
 def test_padded_vocabulary_only_in_the_model_dtype_logits():
     """compute_logits slices the padded LM-head output ([..., :vocab], a view), so only the
     model-dtype logits carry the padding to a multiple of 64; Llama-3.1-8B's 128,256 is one."""
-    from calc.serving.memory import vllm_v1_sort_sampler_peak_bytes
+    from calc.serving.profile_terms import vllm_v1_sort_sampler_peak_bytes
 
     assert vllm_v1_sort_sampler_peak_bytes(4, 100, 128, 2) == 4 * (128 * 2 + 100 * 36)
 

@@ -7,6 +7,10 @@ defaults_sglang_2026.py; calc.serving.engine.engine_config calls this for engine
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, model_validator
+
 from calc.serving import defaults_sglang_2026 as sg26
 from calc.serving.defaults import (
     sglang_chunk_default,
@@ -20,8 +24,11 @@ from calc.serving.defaults_sglang import (
     sglang_vlm_default_scale,
     sglang_vlm_runner_scale,
 )
+from calc.serving.engine_base import EngineConfig
 from calc.serving.indexed_sglang import sglang_dsa_settings
-from calc.serving.sglang_spec import speculative_settings
+from calc.serving.sglang_hybrid import SglangMambaArgs
+from calc.serving.sglang_multimodal import check_enable_multimodal
+from calc.serving.sglang_spec import check_algorithm, speculative_settings
 
 
 def sglang_settings(
@@ -102,3 +109,72 @@ def sglang_settings(
         div = kw["data_parallel_size"] if sv >= (0, 4, 4, 1) else 2
         kw["chunked_prefill_size"] = kw["chunked_prefill_size"] // div
     return kw
+
+
+class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang_hybrid)
+    """SGLang's server arguments (`python -m sglang.launch_server --help` names)."""
+
+    engine: Literal["sglang"] = "sglang"
+    mem_fraction_static: float
+    page_size: int = Field(default=1, gt=0)
+    chunked_prefill_size: int = Field(gt=0)
+    max_running_requests: int | None = Field(default=None, gt=0)
+    enable_dp_attention: bool = False
+    enable_dp_lm_head: bool = False  # the LM head over the attention TP group (sglang_parallel)
+    moe_dense_tp_size: int | None = None  # 1: DeepSeek's dense MLP layers replicated
+    ep_size: int | None = None  # --ep-size: 1 or tp_size (enable_expert_parallel: tp_size)
+    # what the default mem_fraction_static reads from 0.5.3rc2 on (defaults_sglang.py)
+    cuda_graph_max_bs: int | None = Field(default=None, gt=0)
+    swa_full_tokens_ratio: float = Field(default=0.8, gt=0, le=1)
+    # --disable-piecewise-cuda-graph; None: the release's default (on from 0.5.10 where SGLang's
+    # rules allow, defaults_sglang_2026.py); it changes the default mem_fraction_static
+    disable_piecewise_cuda_graph: bool | None = None
+    # --speculative-algorithm and its three numbers (calc.serving.sglang_spec; engine_config
+    # completes them as ServerArgs does)
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = Field(default=None, gt=0)
+    speculative_eagle_topk: int | None = Field(default=None, gt=0)
+    speculative_num_draft_tokens: int | None = Field(default=None, gt=0)
+    # kvcalc's: the draft checkpoint's layers (its num_hidden_layers; an MTP draft's
+    # num_nextn_predict_layers), which the target's pool counts from 0.5.14 (sglang_spec_pool)
+    speculative_draft_num_layers: int | None = Field(default=None, gt=0)
+    # kvcalc's: the draft worker's own "Load weight end ... mem usage" (GB as SGLang prints
+    # it: GiB), resident when the target's pool is sized from 0.5.14 (sglang_spec_pool)
+    speculative_draft_weights_gib: float | None = Field(default=None, gt=0, le=4096)
+    # --enable-multimodal (0.4.6 on); None: not given (calc.serving.sglang_multimodal)
+    enable_multimodal: bool | None = None
+    # --mm-feature-transport (0.5.16 on; checked with the GPU in plan.prepare: sglang_budget)
+    mm_feature_transport: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> SglangConfig:
+        check_enable_multimodal(self.version, self.enable_multimodal)
+        check_algorithm(
+            self.speculative_algorithm,
+            self.speculative_num_steps,
+            self.speculative_eagle_topk,
+            self.speculative_num_draft_tokens,
+            self.speculative_draft_num_layers,
+            self.speculative_draft_weights_gib,
+        )
+        f = self.mem_fraction_static
+        if not 0 < f < 1:
+            raise ValueError(f"'mem_fraction_static' must be in (0, 1): got {f}")
+        if self.enable_dp_attention and self.data_parallel_size < 2:
+            raise ValueError("'enable_dp_attention' needs dp_size >= 2: got dp_size=1")
+        if self.enable_dp_attention and self.tensor_parallel_size % self.data_parallel_size:
+            raise ValueError(
+                f"'tp_size' must be divisible by dp_size={self.data_parallel_size} with DP "
+                f"attention: got {self.tensor_parallel_size}"
+            )
+        if self.moe_dense_tp_size not in (1, None):  # server_args.check_server_args
+            raise ValueError("moe_dense_tp_size only support 1 and None currently")
+        tp, ep = self.tensor_parallel_size, self.ep_size
+        if ep is not None and ep not in (1, tp):
+            raise ValueError(
+                f"'ep_size' must be 1 or tp_size={tp} (SGLang then splits each expert tp / ep "
+                f"ways inside an expert-parallel rank, which kvcalc does not model): got {ep}"
+            )
+        if self.enable_expert_parallel and ep == 1:
+            raise ValueError("'ep_size' is tp_size with enable_expert_parallel: got 1")
+        return self

@@ -3,8 +3,8 @@
 Before the text model's dummy forward, GPUModelRunner.profile_run (vllm 0.19.0 sdist,
 vllm/v1/worker/gpu_model_runner.py) encodes a batch of dummy images "of the maximum feature size"
 and keeps, until the dummy sampler is done, the batch's pixel values (a local) and the encoder's
-outputs (encoder_cache["tmp_i"]); memory.vllm_v1_mm_profile_held_bytes prices them. This module
-gives that formula its inputs.
+outputs (encoder_cache["tmp_i"]); profile_terms.vllm_v1_mm_profile_held_bytes prices them. This
+module gives that formula its inputs.
 
 Images in the batch (vllm/multimodal/encoder_budget.py MultiModalBudget._get_max_items, the same
 in the 0.16.0-0.19.0 sdists; budgets from vllm/v1/core/encoder_cache_manager.py
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from calc.serving import memory as m
+from calc.serving import profile_terms as m
 from calc.vision import VisionSpec
 
 DEFAULT_LIMIT_PER_PROMPT = 999  # vllm/config/multimodal.py limit_per_prompt: "Defaults to 999"

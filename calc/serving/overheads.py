@@ -1,7 +1,7 @@
 """The non-KV terms of vLLM's available-memory sum, per GPU: the profile run's activation peak,
 the non-torch memory and (from 0.20.0) the CUDA-graph estimate; SGLang's start-up reserve.
 
-Formulas live in calc.serving.memory (vLLM V0's eager profile peak; V1's dummy sampler, read
+Formulas live in calc.serving.profile_terms (vLLM V0's eager profile peak; V1's dummy sampler, read
 in the 0.8.0-0.19.x sdists), calc.serving.vllm_v2 (Model Runner V2, 0.22.0 on: which models run
 it, its dummy sampler, the CUDA-graph estimate it does not make before 0.29.0) and calc.capacity
 (the generic estimate every other case uses); this module picks which applies to a config.
@@ -16,7 +16,7 @@ from calc.activation import (
     forward_activation_bytes,
 )
 from calc.dtypes import dtype_bits
-from calc.serving import memory as m
+from calc.serving import profile_terms as m
 from calc.serving.mm_profile import mm_profile_held_bytes
 from calc.serving.non_torch import vllm_non_torch_bytes
 from calc.serving.vllm_v2 import (
@@ -48,13 +48,13 @@ CUDAGRAPH_SUBTRACTED_FROM = (0, 20, 0)
 # 0.20 subtracts.
 CUDAGRAPH_ESTIMATE_GIB = 0.84
 # vLLM V1's profile run ends with a dummy sampler step whose native top-k/top-p path sorts the
-# whole vocabulary (memory.vllm_v1_sort_sampler_peak_bytes) in 0.8.0-0.16.x. From 0.17.0
+# whole vocabulary (profile_terms.vllm_v1_sort_sampler_peak_bytes) in 0.8.0-0.16.x. From 0.17.0
 # apply_top_k_top_p runs a Triton kernel for >= 8 rows (apply_top_k_top_p_triton, 0.17.0 sdist,
 # vllm/v1/sample/ops/topk_topp_sampler.py), see V1_SAMPLER_DERIVED_UNTIL. Up to 0.11.0 FlashInfer's
 # sampler replaces the sort when the flashinfer package is importable (not a pip dependency
 # before 0.11.1; vLLM's Docker image has it): kvcalc takes the pip install, as the logs show.
 V1_SORT_SAMPLER_UNTIL = (0, 17, 0)
-# 0.17.0-0.19.x: the Triton kernel (memory.vllm_v1_triton_sampler_peak_bytes). 0.20.0 makes
+# 0.17.0-0.19.x: the Triton kernel (profile_terms.vllm_v1_triton_sampler_peak_bytes). 0.20.0 makes
 # VLLM_USE_FLASHINFER_SAMPLER tri-state (unset: None) and 0.21.0 defaults it to on (vllm/envs.py
 # of each sdist): not derived, calc.capacity's estimate stays.
 V1_SAMPLER_DERIVED_UNTIL = (0, 20, 0)
@@ -65,11 +65,11 @@ V1_SAMPLER_DERIVED_UNTIL = (0, 20, 0)
 CUBLAS_WORKSPACE_COUNTED_FROM = (0, 15, 0)
 V1_SAMPLER_RANDOM_COPY_FROM = (0, 9, 0)  # _dummy_sampler_run's torch.rand_like (0.9.0 sdist)
 V1_HOLDS_FORWARD_OUTPUT_FROM = (0, 9, 2)  # _dummy_run returns hidden_states too (0.9.2 sdist)
-# The fused-MoE workspace manager without chunking (memory.vllm_triton_moe_workspace_bytes):
+# The fused-MoE workspace manager without chunking (profile_terms.vllm_triton_moe_workspace_bytes):
 # 0.18.0 and 0.19.0 sdists; 0.13.0-0.17.0 chunk by VLLM_FUSED_MOE_CHUNK_SIZE and size the
 # profile's buffers differently (not derived: the generic estimate stays there).
 V1_MOE_WORKSPACE_FROM = (0, 18, 0)
-# MLA's profile-run stand-in for the prefill context up-projection (memory.
+# MLA's profile-run stand-in for the prefill context up-projection (profile_terms.
 # vllm_mla_profile_prefill_bytes): present in the 0.11.0-0.19.0 sdists.
 V1_MLA_PROFILE_TENSOR_FROM = (0, 11, 0)
 # A multimodal model's profile run keeps its dummy images and their encoder outputs while the text
@@ -83,7 +83,7 @@ VOCAB_PADDING = (
 
 
 def _v0_dense(spec, config) -> bool:
-    """vLLM V0 (eager) on a dense gated-MLP model without MLA: memory.vllm_v0_profile_peak_bytes
+    """vLLM V0 (eager) on a dense gated-MLP model without MLA: profile_terms.vllm_v0_profile_peak_bytes
     applies; other models keep calc.capacity's estimate."""
     return (
         config.engine == "vllm"
@@ -108,9 +108,9 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
     """V1's torch peak increase over the profile run, 0.8.0-0.19.x: the larger of the dummy
     forward at max_num_batched_tokens (calc.activation.forward_activation_bytes, the generic
     estimate: the eager / torch.compile'd forward of each architecture is not derived) and the
-    dummy sampler with what the forward left alive (memory.vllm_v1_sampler_live_bytes): the
-    full-vocabulary sort (memory.vllm_v1_sort_sampler_peak_bytes) before 0.17.0, the Triton
-    top-k/top-p kernel (memory.vllm_v1_triton_sampler_peak_bytes) in 0.17.0-0.19.x on a GPU
+    dummy sampler with what the forward left alive (profile_terms.vllm_v1_sampler_live_bytes): the
+    full-vocabulary sort (profile_terms.vllm_v1_sort_sampler_peak_bytes) before 0.17.0, the Triton
+    top-k/top-p kernel (profile_terms.vllm_v1_triton_sampler_peak_bytes) in 0.17.0-0.19.x on a GPU
     whose SM count is known; from 0.15.0 plus torch's cuBLAS workspace (cublas_workspace_bytes).
     With pipeline parallelism the last rank samples while it also holds the intermediate
     tensors it received (hidden states and residual, T x h each: make_empty_intermediate_tensors
@@ -153,7 +153,7 @@ def vllm_v1_activation_bytes(spec, config, act_dtype: str, hw=None) -> int | Non
 
 
 def _v1_moe_workspace_bytes(spec, config, act_dtype: str, a: int) -> int:
-    """The Triton fused-MoE workspace (memory.vllm_triton_moe_workspace_bytes) where vLLM picks
+    """The Triton fused-MoE workspace (profile_terms.vllm_triton_moe_workspace_bytes) where vLLM picks
     the Triton experts: an unquantized 16-bit MoE checkpoint, no expert / data parallelism,
     0.18.0-0.19.x; else 0 (the generic estimate's routed-expert term stands)."""
     if (
@@ -175,7 +175,7 @@ def _v1_moe_workspace_bytes(spec, config, act_dtype: str, a: int) -> int:
 def _v1_mla_profile_forward_bytes(spec, config, a: int) -> int:
     """The forward's peak at an MLA layer in the V1 profile run: the model loop's hidden states
     and residual, the layer's normed input, q, the latent and rope key, the attention output
-    (T rows each) and the stand-in for the context up-projection (memory.
+    (T rows each) and the stand-in for the context up-projection (profile_terms.
     vllm_mla_profile_prefill_bytes), freed as the layer returns. Not checked against a log where
     it sets the peak (the llm-d DeepSeek-V2-Lite run peaks at the sampler)."""
     T, tp = config.max_num_batched_tokens, config.tensor_parallel_size

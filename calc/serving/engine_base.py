@@ -1,0 +1,81 @@
+"""What both engines' configs share: the release parser and EngineConfig's common settings.
+
+VllmConfig (calc/serving/engine_vllm.py) and SglangConfig (calc/serving/engine_sglang.py) add
+each engine's own; calc.serving.engine.engine_config builds them with the release's defaults.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from calc.dtypes import canonical_dtype
+
+Engine = Literal["vllm", "sglang"]
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
+
+
+@lru_cache(maxsize=256)  # a pure function of the string, read several times a plan
+def parse_version(text: str) -> tuple[int, int, int, int]:
+    """'0.11.0' -> (0, 11, 0, 0); 'v0.10.1.1' -> (0, 10, 1, 1); '0.4.5.post3' -> (0, 4, 5, 3)
+    (a post or fourth-number release sorts after its base); '0.9.2rc1' -> (0, 9, 2, 0) (a
+    release candidate is taken as its release); a clear error otherwise."""
+    t = str(text).strip().lstrip("vV")
+    pieces = t.split(".")
+    parts = []
+    for piece in pieces[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            raise ValueError(f"'version' must look like 0.11.0: got {text!r}")
+        parts.append(int(digits))
+    while len(parts) < 3:
+        parts.append(0)
+    post = pieces[3].removeprefix("post") if len(pieces) > 3 else "0"
+    if not post.isdigit():
+        raise ValueError(f"'version' must look like 0.11.0 or 0.4.5.post3: got {text!r}")
+    return (*parts, int(post))  # type: ignore[return-value]
+
+
+class EngineConfig(BaseModel):
+    """Settings shared by both engines; VllmConfig and SglangConfig add their own."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Engine
+    version: str
+    tensor_parallel_size: int = Field(default=1, gt=0)
+    pipeline_parallel_size: int = Field(default=1, gt=0)
+    data_parallel_size: int = Field(default=1, gt=0)
+    enable_expert_parallel: bool = False
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = Field(default=None, gt=0)  # SGLang: context_length
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        return parse_version(self.version)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def kv_dtype(self, model_dtype: str = "bf16") -> str:
+        """The cache's storage dtype: 'auto' stores K and V in the model's dtype."""
+        if self.kv_cache_dtype == "auto":
+            return canonical_dtype(model_dtype)
+        return canonical_dtype(self.kv_cache_dtype)
+
+    @model_validator(mode="after")
+    def _check_common(self) -> EngineConfig:
+        parse_version(self.version)
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(
+                f"'kv_cache_dtype' must be one of {', '.join(KV_CACHE_DTYPES)}: "
+                f"got {self.kv_cache_dtype!r}"
+            )
+        return self

@@ -1,0 +1,89 @@
+"""VllmConfig: vLLM's serving arguments, validated as vLLM validates them.
+
+calc.serving.engine.engine_config fills the ones left unset with the release's defaults
+(calc/serving/defaults.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from calc.serving.defaults import V1_DEFAULT_FROM
+from calc.serving.engine_base import EngineConfig
+from calc.serving.vllm_draft_group import check_backend_name
+from calc.serving.vllm_mamba import StateArgs, check_mode_flag
+from calc.serving.vllm_spec import check_method
+from calc.serving.vllm_state_dtype import check_state_flags
+
+
+class VllmConfig(EngineConfig):
+    """vLLM's serving arguments (`vllm serve --help` names, underscores for dashes)."""
+
+    engine: Literal["vllm"] = "vllm"
+    gpu_memory_utilization: float = 0.9  # engine_config: 0.92 from 0.20.0
+    block_size: int = Field(default=16, gt=0)
+    max_num_batched_tokens: int = Field(gt=0)
+    max_num_seqs: int = Field(gt=0)
+    enforce_eager: bool = False
+    cudagraph_memory_gib: float | None = Field(default=None, ge=0)  # from 0.20; None: estimate
+    enable_chunked_prefill: bool = True
+    disable_hybrid_kv_cache_manager: bool = False
+    # the environment variable VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (0.11.0: off)
+    allow_chunked_local_attn_hybrid: bool = False
+    # --quantization: a quantized checkpoint's own method, or "fp8" on an unquantized one
+    # (calc.serving.quant_weights; other runtime methods are refused there)
+    quantization: str | None = None
+    # a linear layer's states (calc.serving.vllm_state_dtype: the choices and "auto" by release)
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    # --[no-]enable-prefix-caching; None: the release's default (it changes only the pages of a
+    # linear layer's state: calc.serving.vllm_mamba)
+    enable_prefix_caching: bool | None = None
+    # --mamba-cache-mode (0.16.0 - 0.32.x; no effect from 0.33.0); None: not given
+    mamba_cache_mode: str | None = None
+    # --decode-context-parallel-size: a request's tokens split over dcp of the TP ranks
+    # (calc.serving.vllm_dcp; its checks need the model, so they run in plan.prepare)
+    decode_context_parallel_size: int = Field(default=1, gt=0)
+    # --speculative-config's method and num_speculative_tokens (calc.serving.vllm_spec; checked
+    # against the model in plan.prepare); None: no speculative decoding
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = Field(default=None, gt=0)
+    # --attention-backend, the target's only: modelled for an MTP drafter's KV-cache group
+    # (calc.serving.vllm_draft_group; checked against the model and GPU in plan.prepare)
+    attention_backend: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> VllmConfig:
+        u = self.gpu_memory_utilization
+        if not 0 < u <= 1:  # vllm/config/cache.py: Field(gt=0, le=1)
+            raise ValueError(f"'gpu_memory_utilization' must be in (0, 1]: got {u}")
+        if self.block_size not in (1, 8, 16, 32, 64, 128, 256):
+            raise ValueError(
+                f"'block_size' must be one of 1, 8, 16, 32, 64, 128, 256: got {self.block_size}"
+            )
+        check_state_flags(self.version_tuple, self.state_args[:2])
+        check_mode_flag(self.version_tuple, self.mamba_cache_mode)
+        check_method(self.speculative_method, self.num_speculative_tokens)
+        check_backend_name(self.attention_backend)
+        return self
+
+    @property
+    def state_args(self) -> StateArgs:
+        return StateArgs(
+            self.mamba_cache_dtype,
+            self.mamba_ssm_cache_dtype,
+            self.enable_prefix_caching,
+            self.mamba_cache_mode,
+        )
+
+    @property
+    def is_v1(self) -> bool:
+        return self.version_tuple >= V1_DEFAULT_FROM
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """FusedMoE's ep: tp x dp with --enable-expert-parallel, else 1 (experts over tp)."""
+        tp, dp = self.tensor_parallel_size, self.data_parallel_size
+        return tp * dp if self.enable_expert_parallel else 1
