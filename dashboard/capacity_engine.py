@@ -156,11 +156,8 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             st.error(plain.md(f"{label} refuses to start: {p.refusal}"))
         else:
             k = st.columns(4)
-            k[0].metric(
-                "KV cache per GPU",
-                units.iec_bytes(p.available_kv_cache_bytes),
-                help=f"{p.available_kv_cache_bytes:,} bytes",
-            )
+            kv = ed.kv_cache_bytes(p)
+            k[0].metric("KV cache per GPU", units.iec_bytes(kv), help=ed.kv_cache_help(p))
             what = "blocks" if engine == "vllm" else "pages"
             k[1].metric(f"KV {what}", f"{p.num_gpu_blocks:,}")
             k[2].metric("KV tokens", f"{p.gpu_kv_cache_tokens:,}")

@@ -60,6 +60,7 @@ ENGINE_VERSIONS = {
             "0.6.4",
             "0.11.0",  # the release of many committed logs
             "0.25.1",  # the MTP log's (benchmarks/engine_logs/vllm-niushuai-*)
+            "0.33.0",  # the last release of the 16-token block and profile-estimate sizing
             DEFAULT_VERSION["vllm"],
             *(
                 _V(map(str, v))
@@ -130,18 +131,30 @@ def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
     return engine_plan(spec, hw, engine, **settings)
 
 
+def kv_cache_bytes(p: EnginePlan) -> int:
+    """The KV cache the engine keeps: the measured one with vLLM 0.34's extensible cache."""
+    measured = p.measured_kv_cache_bytes
+    return p.available_kv_cache_bytes if measured is None else measured
+
+
+def kv_cache_help(p: EnginePlan) -> str:
+    ext = " (measured after warmup: vLLM's extensible KV cache)" if p.extensible_kv_cache else ""
+    return f"{kv_cache_bytes(p):,} bytes{ext}"
+
+
 def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
     """Per-GPU memory as the engine accounts it: weights (from SGLang 0.5.14 the draft's too),
     activation peak, non-torch memory, CUDA graphs (when the version subtracts them), the KV
     cache, and the rest of the GPU's total ("free": what the engine leaves unused). Terms the
-    plan does not have are left out."""
+    plan does not have are left out. vLLM 0.34's extensible KV cache: the measured KV cache
+    (calc.serving.vllm_extensible), its CUDA graphs resident, the activation peak kept free."""
     parts = [
         ("weights", p.weights_bytes),
         ("draft weights", p.draft_weights_bytes),
         ("activation peak", p.activation_bytes),
         ("non-torch", p.non_torch_bytes),
         ("CUDA graphs", p.cudagraph_bytes or None),
-        ("KV cache", p.available_kv_cache_bytes),
+        ("KV cache", kv_cache_bytes(p)),
     ]
     rows = [(c, int(b)) for c, b in parts if b is not None]
     rows.append(("free", p.total_memory_bytes - sum(b for _, b in rows)))

@@ -85,7 +85,9 @@ def test_vllm_v1_blocks_tokens_concurrency_written_out():
     page = 2 * 16 * 8 * 128 * 2  # AttentionSpec.page_size_bytes, one layer
     avail = 10 * GIB
     blocks = avail // page // 32  # get_num_blocks
-    p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=10, max_model_len=10000)
+    p = engine_plan(  # 0.33.0: CacheConfig.DEFAULT_BLOCK_SIZE 16 (64 from 0.34.0)
+        "llama-3.1-8b", "h100-sxm", available_kv_gib=10, max_model_len=10000, version="0.33.0"
+    )
     assert p.num_gpu_blocks == blocks
     assert p.gpu_kv_cache_tokens == blocks * 16
     assert p.max_concurrency == blocks / -(-10000 // 16)
@@ -110,14 +112,13 @@ def test_gpt_oss_groups_split_the_pool():
     )
     from calc.spec import ModelSpec
 
-    p = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38)
+    p = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38, version="0.33.0")
     page = 2 * 16 * 8 * 64 * 2
     blocks = int(5.38 * GIB) // page // 18
     assert (p.kv_groups, p.num_gpu_blocks) == (2, blocks)
     # per request: ceil(131072 / 16) full blocks + ceil((128 - 1 + 8192) / 16) + 1 sliding
     assert p.max_concurrency == blocks / (8192 + 520 + 1)
-    # the token line: int(concurrency x max_model_len) from vLLM 0.21.0 (the default release
-    # here), blocks // groups x block before (_report_kv_cache_config, 0.20.0 / 0.21.0 sdists)
+    # the token line: int(concurrency x max_model_len) from vLLM 0.21.0 (0.33.0 here), blocks // groups x block before (_report_kv_cache_config, 0.20.0 / 0.21.0 sdists)
     assert p.gpu_kv_cache_tokens == int(blocks / (8192 + 520 + 1) * 131072)
     old = engine_plan(ModelSpec(**spec), "h100-sxm", available_kv_gib=5.38, version="0.20.0")
     assert (old.num_gpu_blocks, old.gpu_kv_cache_tokens) == (blocks, blocks // 2 * 16)
@@ -277,12 +278,12 @@ def test_vllm_cudagraph_estimate_unset_is_the_median_of_logged_estimates():
 
 
 def test_a_vllm_release_newer_than_the_newest_read_is_refused_by_name():
-    """vLLM 0.33.0 is the newest sdist read (calc/serving/defaults.py); 0.34.0 may have changed
+    """vLLM 0.34.0 is the newest sdist read (calc/serving/defaults.py); 0.35.0 may have changed
     its defaults, so it is refused, not planned as if it had not."""
     import pytest
 
     from calc.serving.plan import engine_plan
 
-    assert engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.33.0").version == "0.33.0"
-    with pytest.raises(ValueError, match=r"'version' 0\.34\.0 is newer than vLLM 0\.33\.0"):
-        engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0")
+    assert engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0").version == "0.34.0"
+    with pytest.raises(ValueError, match=r"'version' 0\.35\.0 is newer than vLLM 0\.34\.0"):
+        engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.35.0")

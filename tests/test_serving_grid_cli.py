@@ -33,7 +33,9 @@ def test_grid_rows_equal_single_plans(engine, axis):
 
 
 def test_grid_from_given_available_memory():
-    df = engine_plan_grid("llama-3.1-8b", "h100-sxm", available_kv_gib=np.array([6.51]))
+    df = engine_plan_grid(  # 0.33.0's 16-token block
+        "llama-3.1-8b", "h100-sxm", available_kv_gib=np.array([6.51]), version="0.33.0"
+    )
     assert int(df.gpu_kv_cache_tokens[0]) == int(6.51 * 2**30) // (2 * 16 * 8 * 128 * 2) // 32 * 16
 
 
@@ -50,6 +52,8 @@ def test_cli_engine_plan_json(capsys):
             "32768",
             "--available-kv-gib",
             "6.51",
+            "--engine-version",
+            "0.33.0",
             "--json",
         ]
     )
@@ -116,7 +120,9 @@ def test_cli_refused_deployment_exits_2_with_the_engine_error(capsys):
     )
     out = capsys.readouterr().out
     assert rc == 2
-    assert "To serve at least one request with the models's max seq len (131072)" in out
+    # vLLM 0.34.0's wording (vllm/v1/core/kv_cache_planning.py _check_enough_kv_cache_memory)
+    assert "To serve at least one request with the model's max seq len (131072)" in out
+    assert "Decreasing `max_model_len` also reduces what is needed." in out
 
 
 def test_cli_calibrate_writes_a_file_plan_reads(tmp_path, capsys):

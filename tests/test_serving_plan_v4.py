@@ -67,9 +67,16 @@ def test_what_the_v4_plan_cannot_know_is_refused_by_name():
     auto = {**RUN, "kv_cache_dtype": "auto"}  # vLLM asserts an fp8 cache for V4
     with pytest.raises(ValueError, match="'kv_cache_dtype' must be one of"):
         engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=5.0, **auto)
-    # the default release (0.33.0) is planned: its block is the full-MLA group's pages,
-    # 37440 x 21 + 8640 x 21 + 1728 x 20 (tests/test_serving_v4_cache_releases.py)
-    p = engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=5.0, **{**RUN, "version": None})
+    # the default release (0.34.0) is not read for V4's caches: refused by name; 0.33.0's
+    # block is the full-MLA group's pages, 37440 x 21 + 8640 x 21 + 1728 x 20
+    # (tests/test_serving_v4_cache_releases.py)
+    with pytest.raises(
+        ValueError, match=r"'version' must be below 0\.34\.0 for vLLM's DeepSeek-V4"
+    ):
+        engine_plan("deepseek-v4-flash", "gh200", available_kv_gib=5.0, **{**RUN, "version": None})
+    p = engine_plan(
+        "deepseek-v4-flash", "gh200", available_kv_gib=5.0, **{**RUN, "version": "0.33.0"}
+    )
     assert p.num_gpu_blocks == 5 * 2**30 // (37440 * 21 + 8640 * 21 + 1728 * 20)
 
 

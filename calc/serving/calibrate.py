@@ -17,6 +17,8 @@ from pathlib import Path
 
 from calc.presets import resolve_model
 from calc.results import Result
+from calc.serving.defaults import vllm_gpu_memory_utilization
+from calc.serving.engine import parse_version
 from calc.serving.hardware import resolve_hardware
 from calc.serving.logs import parse_log
 from calc.serving.plan import GIB, engine_plan
@@ -25,6 +27,8 @@ COMPARED = (
     ("weights_gib", "model weights, GiB"),
     ("available_kv_cache_gib", "available KV cache memory, GiB"),
     ("num_gpu_blocks", "GPU blocks"),
+    ("warmup_kv_blocks", "KV cache blocks after warmup (vLLM 0.34 extensible)"),
+    ("warmup_transient_gib", "kept for transient activations, GiB (vLLM 0.34)"),
     ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
     ("max_concurrency", "maximum concurrency"),
     ("max_total_num_tokens", "SGLang #tokens"),
@@ -44,6 +48,11 @@ class Calibration(Result):
 def _kvcalc_value(plan, key):
     if key == "max_total_num_tokens":
         return plan.gpu_kv_cache_tokens
+    if key == "warmup_kv_blocks":
+        return plan.num_gpu_blocks if plan.extensible_kv_cache else None
+    if key == "warmup_transient_gib":
+        on = plan.extensible_kv_cache and plan.activation_bytes is not None
+        return round(plan.activation_bytes / GIB, 2) if on else None
     return getattr(plan, key, None)
 
 
@@ -78,7 +87,10 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         total = int(logged["total_gpu_memory_gib"] * GIB)
         learned["total_memory_bytes"] = total
     if engine == "vllm" and {"weights_gib", "available_kv_cache_gib"} <= set(logged):
-        u = settings.get("gpu_memory_utilization", 0.9)
+        # unset: the release's default (0.92 from 0.20.0; 1.0 with 0.34.0's extensible cache)
+        v = parse_version(plan.version)
+        u = settings.get("gpu_memory_utilization")
+        u = vllm_gpu_memory_utilization(v, plan.extensible_kv_cache) if u is None else u
         used = (logged["weights_gib"] + logged["available_kv_cache_gib"]) * GIB
         learned["non_kv_overhead_bytes"] = int(total * u - used)
     if engine == "vllm" and {"peak_torch_gib", "non_torch_gib", "weights_gib"} <= set(logged):

@@ -34,7 +34,7 @@ def add_commands(subparsers) -> None:
         type=fraction,
         default=None,
         metavar="F",
-        help="the run's gpu_memory_utilization (default: the log's, else 0.9)",
+        help="the run's gpu_memory_utilization (default: the log's, else the release's)",
     )
     p.add_argument("--weights", default=None, metavar="D", help="--dtype (default: auto)")
     p.add_argument("--out", default=None, metavar="FILE", help="save the calibration here")

@@ -136,6 +136,12 @@ def add_engine_args(p) -> None:
         help="SGLang: the linear layers' temporal state (default: the release's rule)",
     )
     g.add_argument(
+        "--enable-extensible-kv-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="vLLM >= 0.34 (default: on on CUDA and ROCm): size the KV cache after warmup",
+    )
+    g.add_argument(
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -233,6 +239,7 @@ def engine_settings(args, spec) -> dict:
             enable_prefix_caching=args.enable_prefix_caching,
             mamba_cache_mode=args.mamba_cache_mode,
             attention_backend=args.attention_backend,
+            enable_extensible_kv_cache=args.enable_extensible_kv_cache,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -251,6 +258,7 @@ def engine_settings(args, spec) -> dict:
             ("--mamba-cache-mode", args.mamba_cache_mode, None),
             ("--speculative-config", args.speculative_config, None),
             ("--attention-backend", args.attention_backend, None),
+            ("--[no-]enable-extensible-kv-cache", args.enable_extensible_kv_cache, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

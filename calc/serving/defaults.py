@@ -5,8 +5,10 @@ vLLM (vllm/engine/arg_utils.py, vllm/config/*.py). Each boundary below was read 
 source distribution of the releases on either side of it (`pip download vllm==X --no-binary
 :all:`, the PyPI sdist of that release), not inferred from a PR's merge date:
 - block_size 16 on CUDA (read in 0.5.5, 0.6.4, 0.7.3, 0.8.5, 0.9.2, 0.10.2, 0.11.0, 0.16.0,
-  0.20.0, 0.33.0). gpu_memory_utilization 0.9 (CacheConfig) up to 0.19.x, 0.92 from 0.20.0 (vllm/config/cache.py; vllm PR #38284 "Enable
-  CUDAGraph memory profiling by default", which raised both together).
+  0.20.0, 0.33.0); 64 from 0.34.0 (CacheConfig.DEFAULT_BLOCK_SIZE; calc/serving/vllm_block.py).
+  gpu_memory_utilization 0.9 (CacheConfig) up to 0.19.x, 0.92 from 0.20.0 (vllm/config/cache.py;
+  vllm PR #38284 "Enable CUDAGraph memory profiling by default", which raised both together);
+  0.34.0: 1.0 where the extensible KV cache is on (calc/serving/vllm_extensible.py), else 0.92.
 - V0 (releases before 0.8.0; VLLM_USE_V1 defaults to "1" in vllm/envs.py from 0.8.0, "0" in
   0.7.3; 0.8.0 release notes: "enabled V1 engine by default (#13726)"): max_num_seqs 256;
   without chunked prefill max_num_batched_tokens = max(max_model_len, 2048) (SchedulerConfig);
@@ -18,7 +20,7 @@ source distribution of the releases on either side of it (`pip download vllm==X 
   1024 sequences on every GPU. 0.8.4: 256 sequences off H100 / H200 (vllm PR #16158).
   0.8.5 and 0.8.5.post1: by memory, >= 70 GiB -> 8192 / 1024, A100-80GB included (vllm PR
   #17073). 0.9.0 on: "a100" excluded again (vllm PR #17885). 0.28.0 on: >= 160 GiB -> 16384 /
-  1024 (vllm PR #51726). Unchanged otherwise up to 0.33.0, the newest release read (0.33.0
+  1024 (vllm PR #51726). Unchanged otherwise up to 0.34.0, the newest release read (0.33.0
   also keeps GB10 on the small tier; kvcalc has no GB10 preset).
 - the start-up report: V0 logs "# GPU blocks: N"; V1 logged "# GPU blocks: N" too up to 0.7.3
   and "GPU KV cache size: N tokens" from 0.8.0 (vllm/v1/core/kv_cache_utils.py), num_blocks //
@@ -47,7 +49,10 @@ V0_CHUNK_TOKENS = 512  # ... with this token budget up to 0.6.4.post1
 V0_CHUNK_2048_FROM = (0, 6, 5)  # vllm #10544: ... and 2048 from 0.6.5
 GPU_MEMORY_UTILIZATION = ((0, 20, 0), 0.92, 0.9)  # (from, then, before): vllm #38284
 V0_MIN_BATCHED_TOKENS = 2048  # V0 without chunked prefill: max(max_model_len, 2048)
-VLLM_NEWEST = (0, 33, 0)  # the newest release whose sdist was read (PyPI, 2026-11): later refused
+VLLM_NEWEST = (0, 34, 0)  # the newest release whose sdist was read (PyPI, 2026-12): later refused
+# 0.34.0: gpu_memory_utilization None, resolved to 1.0 with the extensible KV cache, else
+# DEFAULT_GPU_MEMORY_UTILIZATION 0.92 (CacheConfig.resolved_gpu_memory_utilization)
+EXTENSIBLE_UTILIZATION = 1.0
 
 
 def check_vllm_release(version: tuple[int, ...]) -> None:
@@ -86,8 +91,11 @@ def vllm_batch_defaults(
     return max(max_model_len, V0_MIN_BATCHED_TOKENS), 256, False
 
 
-def vllm_gpu_memory_utilization(version: tuple[int, ...]) -> float:
-    """gpu_memory_utilization when unset (vllm/config/cache.py of that release)."""
+def vllm_gpu_memory_utilization(version: tuple[int, ...], extensible: bool = False) -> float:
+    """gpu_memory_utilization when unset (vllm/config/cache.py of that release; 0.34.0's
+    resolved_gpu_memory_utilization: 1.0 with the extensible KV cache)."""
+    if extensible:
+        return EXTENSIBLE_UTILIZATION
     since, then, before = GPU_MEMORY_UTILIZATION
     return then if version >= since else before
 

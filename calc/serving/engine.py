@@ -18,6 +18,8 @@ from calc.serving.defaults import (
 from calc.serving.engine_base import KV_CACHE_DTYPES, Engine, EngineConfig, parse_version
 from calc.serving.engine_sglang import SglangConfig, sglang_settings
 from calc.serving.engine_vllm import VllmConfig
+from calc.serving.vllm_block import vllm_default_block
+from calc.serving.vllm_extensible import extensible_on
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
-DEFAULT_VERSION = {"vllm": "0.33.0", "sglang": "0.5.23"}  # the newest releases read
+DEFAULT_VERSION = {"vllm": "0.34.0", "sglang": "0.5.23"}  # the newest releases read
 
 
 def engine_config(
@@ -82,7 +84,11 @@ def engine_config(
         kw.setdefault("max_num_batched_tokens", tokens)
         kw.setdefault("max_num_seqs", seqs)
         kw.setdefault("enable_chunked_prefill", chunked)
-        kw.setdefault("gpu_memory_utilization", vllm_gpu_memory_utilization(v))
+        flag = kw.get("enable_extensible_kv_cache")
+        kw["enable_extensible_kv_cache"] = extensible_on(v, gpu_vendor, flag)
+        kw.setdefault("block_size", vllm_default_block(v, gpu_vendor)[0])
+        util = vllm_gpu_memory_utilization(v, kw["enable_extensible_kv_cache"])
+        kw.setdefault("gpu_memory_utilization", util)
         kw.setdefault("allow_chunked_local_attn_hybrid", v >= CHUNKED_LOCAL_HYBRID_FROM)
         if mml > model_max_len:
             raise ValueError(

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from calc.serving.defaults import V1_DEFAULT_FROM
 from calc.serving.engine_base import EngineConfig
 from calc.serving.vllm_draft_group import check_backend_name
+from calc.serving.vllm_extensible import check_extensible_flag
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
@@ -22,8 +23,8 @@ class VllmConfig(EngineConfig):
     """vLLM's serving arguments (`vllm serve --help` names, underscores for dashes)."""
 
     engine: Literal["vllm"] = "vllm"
-    gpu_memory_utilization: float = 0.9  # engine_config: 0.92 from 0.20.0
-    block_size: int = Field(default=16, gt=0)
+    gpu_memory_utilization: float = 0.9  # engine_config: 0.92 from 0.20.0; 0.34.0: 1.0 extensible
+    block_size: int = Field(default=16, gt=0)  # engine_config: 64 from 0.34.0 (vllm_block)
     max_num_batched_tokens: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0)
     enforce_eager: bool = False
@@ -53,6 +54,9 @@ class VllmConfig(EngineConfig):
     # --attention-backend, the target's only: modelled for an MTP drafter's KV-cache group
     # (calc.serving.vllm_draft_group; checked against the model and GPU in plan.prepare)
     attention_backend: str | None = None
+    # --[no-]enable-extensible-kv-cache (0.34.0 on; calc.serving.vllm_extensible): engine_config
+    # resolves None to the release's default (on on CUDA and ROCm)
+    enable_extensible_kv_cache: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -67,6 +71,7 @@ class VllmConfig(EngineConfig):
         check_mode_flag(self.version_tuple, self.mamba_cache_mode)
         check_method(self.speculative_method, self.num_speculative_tokens)
         check_backend_name(self.attention_backend)
+        check_extensible_flag(self.version_tuple, self.enable_extensible_kv_cache)
         return self
 
     @property

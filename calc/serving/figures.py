@@ -22,6 +22,7 @@ from calc.serving.sglang_multimodal import sglang_multimodal
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
 from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, pool_cell_bytes
 from calc.serving.sglang_swa import check_swa_args
+from calc.serving.vllm_extensible import blocks_within
 from calc.serving.vllm_mamba import check_align_block
 
 GIB = 2**30
@@ -64,20 +65,29 @@ def _limiting(values, blocks):
     return rank, at_rank(stacked), at_rank(picked)
 
 
-def vllm_figures(lay, config, available, max_model_len) -> dict:
+def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     """vLLM's figures from the available KV memory of each pipeline rank (`available`: one
     value per rank). V1: blocks of the limiting rank, 'GPU KV cache size' tokens, 'Maximum
     concurrency', the bytes one request of max_model_len needs and the longest that fits;
-    V0: '# GPU blocks' and tokens / max_model_len."""
+    V0: '# GPU blocks' and tokens / max_model_len. `measured`: with 0.34.0's extensible KV
+    cache, each rank's measured KV bytes (calc.serving.vllm_extensible), whose blocks within the
+    capacity `available` gives are the ones the engine keeps."""
     B, L = lay.block_size(config.block_size), max_model_len
     check_align_block(lay, B, config.max_num_batched_tokens, config.version_tuple)
     page = lay.page_bytes(B)
     per_rank = [lay.rank_group_size(r) for r in range(len(available))]
     blocks = [m.vllm_num_blocks(a, page, g) for a, g in zip(available, per_rank, strict=True)]
+    capacity = (
+        min(blocks) if not any(_is_array(b) for b in blocks) else _limiting(blocks, blocks)[1]
+    )
+    if measured is not None:
+        blocks = [
+            blocks_within(k, page, g, capacity) for k, g in zip(measured, per_rank, strict=True)
+        ]
     rank, n, a = _limiting(available, blocks)
     groups = len(lay.groups)
     out = {"block_size": B, "page_bytes": page, "rank": rank, "num_gpu_blocks": n}
-    out |= {"available_bytes": a, "kv_groups": groups}
+    out |= {"available_bytes": a, "kv_groups": groups, "capacity_blocks": capacity}
     tokens, conc, per_req = vllm_concurrency(lay, config, n, L)
     out |= {"tokens": tokens, "max_concurrency": conc}
     if not config.is_v1:
@@ -87,9 +97,19 @@ def vllm_figures(lay, config, available, max_model_len) -> dict:
     if config.pipeline_parallel_size > 1 and pp_all:
         layers = sum(lay.rank_layers) if groups == 1 else layers
     dcp = config.decode_context_parallel_size  # a block holds dcp x its tokens (vllm_dcp)
+    # the memory the one-request check plans against: less the null block from 0.29.0
+    null = page * _limiting(per_rank, blocks)[2]
+    null = null if config.version_tuple >= m.NULL_BLOCK_CHECK_FROM else 0
+    check = a - null
+    after = (n - 1) * null if measured is not None else None  # shrink_kv_cache_configs
     return out | {
         "needed_bytes": per_req * page * layers,
-        "longest_len": m.vllm_longest_fitting_len(a, page, layers * groups, B) * dcp,
+        "check_bytes": check,
+        "after_warmup_bytes": after,
+        "longest_len": m.vllm_longest_fitting_len(check, page, layers * groups, B) * dcp,
+        "longest_after_len": None
+        if after is None
+        else m.vllm_longest_fitting_len(after, page, layers * groups, B) * dcp,
     }
 
 

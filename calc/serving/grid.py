@@ -17,13 +17,14 @@ from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
 from calc.serving.vllm_drafter import drafter_modelled
+from calc.serving.vllm_extensible import measured_kv_bytes
 from calc.serving.vllm_spec import check_derivable
 
 
 def _drafter_unknown(spec, cfg, lay, wd) -> bool:
     if cfg.engine != "vllm" or not lay.speculation.draft_layers:
         return False
-    return not drafter_modelled(spec, wd)
+    return not drafter_modelled(spec, wd, cfg.version_tuple)
 
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")
@@ -76,14 +77,19 @@ def engine_plan_grid(
     else:
         if not cfg.is_v1:
             raise ValueError(f"'version' {cfg.version} is a V0 engine: grids model V1 (0.8.0 on)")
+        measured = None
         if given is not None:
             per_rank = [f.given_bytes(given)] * len(weights)
         else:
             check_derivable(cfg.speculative_method)
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
             act, nt, cg = overheads(spec, cfg, wd, calibration, hw)
-            per_rank = f.vllm_available(cfg, weights, total, act, nt, cg, u)
-        r = f.vllm_figures(lay, cfg, per_rank, L)
+            ext = cfg.enable_extensible_kv_cache  # as plan._vllm (calc.serving.vllm_extensible)
+            per_rank = f.vllm_available(cfg, weights, total, act, nt, 0 if ext else cg, u)
+            if ext:
+                tp = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+                measured = [measured_kv_bytes(total, u, w, act, nt, cg, tp, hw)[0] for w in weights]
+        r = f.vllm_figures(lay, cfg, per_rank, L, measured)
         avail = r["available_bytes"]
     out = {
         **cols,

@@ -49,6 +49,9 @@ class KVLayout:
     # vLLM: (padding layers, the kind's layers) of each kind padded to whole groups
     padding: tuple[tuple[int, int], ...] = ()
     speculation: Speculation = Speculation()  # vLLM: what the KV cache was planned for
+    # vLLM from 0.25.1: a linear layer's state raises the block in multiples of
+    # max(kernel block, block_size) (calc.serving.vllm_block), before in multiples of 16
+    kernel_from_block: bool = False
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
@@ -57,7 +60,10 @@ class KVLayout:
             return self.forced_block
         if not self.state_bytes:
             return configured
-        a = math.lcm(KERNEL_BLOCK_ALIGNMENT, self.state_pages.alignment)
+        kernel = KERNEL_BLOCK_ALIGNMENT
+        if self.kernel_from_block:
+            kernel = max(kernel, configured)
+        a = math.lcm(kernel, self.state_pages.alignment)
         return max(configured, a * cdiv(self.state_bytes, a * self.token_bytes))
 
     def page_bytes(self, block_size: int) -> int:

@@ -6,7 +6,10 @@ max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_
 max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
 kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
 needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
-mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, speculative_method and
+mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, warmup_free_gib,
+warmup_transient_gib, warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
+line: its blocks are the KV cache's when one worker or every worker prints the same),
+speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
 scheduler line), max_mamba_cache_size, engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
@@ -80,6 +83,12 @@ PATTERNS: dict[str, re.Pattern] = {
     "speculative": re.compile(
         r"SpeculativeConfig\(method='([a-z0-9_]+)'.*?num_spec_tokens=([0-9]+)"
     ),
+    # vLLM 0.34.0's extensible KV cache, per worker (extensible_kv_cache.measure_kv_cache_blocks):
+    # "Memory after warmup: F GiB free, C GiB committed to the KV cache, T GiB kept for
+    # transient activations (...); N KV cache blocks (X GiB) fit within the requested R GiB."
+    "warmup_free_gib": re.compile(rf"Memory after warmup: {_NUM} GiB free"),
+    "warmup_transient_gib": re.compile(rf"{_NUM} GiB kept for transient activations"),
+    "warmup_kv_blocks": re.compile(rf"; {_NUM} KV cache blocks \({_NUM} GiB\) fit within"),
     # vLLM's group padding warning (calc.serving.vllm_spec.padding_lines): the first kind's
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
@@ -107,6 +116,7 @@ _INT_KEYS = {
     "max_mamba_cache_size",
     "attention_block_size",
     "padding_layers",
+    "warmup_kv_blocks",
 }
 
 
@@ -147,6 +157,9 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
+        elif key == "warmup_kv_blocks":  # the measured blocks (the worker's; before the min)
+            out[key] = _num(match.group(1), key)
+            out["warmup_kv_gib"] = _num(match.group(2), "warmup_kv_gib")
         elif key == "sglang_avail_after_weights_gib":
             out[key] = _num(match.group(1), key)
             out["weights_gib"] = _num(match.group(2), key)

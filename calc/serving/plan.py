@@ -1,8 +1,8 @@
 """engine_plan: what vLLM or SGLang will report at start-up for one model on one kind of GPU.
 
 >>> p = engine_plan("llama-3.1-8b", "h100-sxm", available_kv_gib=6.51, max_model_len=32768)
->>> p.num_gpu_blocks, p.gpu_kv_cache_tokens   # 6.51 GiB // (16 x 32 x 2 x 8 x 128 x 2 B)
-(3333, 53328)
+>>> p.num_gpu_blocks, p.gpu_kv_cache_tokens   # 6.51 GiB // (64 x 32 x 2 x 8 x 128 x 2 B)
+(833, 53312)
 
 Per GPU, from first principles (vllm/v1/worker/gpu_worker.py determine_available_memory):
 available = total x gpu_memory_utilization - weights - activation peak - non-torch memory
@@ -10,6 +10,11 @@ available = total x gpu_memory_utilization - weights - activation peak - non-tor
 calc.capacity's formula at max_num_batched_tokens; non-torch memory is calc.capacity's reserve.
 `available_kv_gib` replaces the derivation by a logged figure; a calibration (calc.serving.
 calibrate) replaces the activation and non-torch estimates by what one real log showed.
+vLLM 0.34.0's extensible KV cache (on by default on CUDA and ROCm): that sum, at
+gpu_memory_utilization 1.0 and without the CUDA-graph estimate, is only the reserved capacity;
+the blocks are those of the memory measured after warmup and capture (calc.serving.
+vllm_extensible), and a given `available_kv_gib` is that measured budget (the "N KV cache blocks
+(X GiB)" of its "Memory after warmup" line).
 SGLang: rest = total x mem_fraction_static - weights; tokens = rest // cell (see memory.py).
 """
 
@@ -42,9 +47,11 @@ from calc.serving.sglang_spec import check_model as check_speculative_model
 from calc.serving.sglang_spec import sglang_arch
 from calc.serving.sglang_spec_pool import resolve_draft_layers
 from calc.serving.shard_layers import attention_tp
+from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp, dcp_line
 from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
+from calc.serving.vllm_extensible import committed_bytes, measured_kv_bytes, warmup_line
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_spec import (
@@ -134,6 +141,8 @@ def prepare(
         page, block_line = sglang_page(v, cap, kind, given)
         if page != config.page_size:
             config = config.model_copy(update={"page_size": page})
+    if config.engine == "vllm" and not spec.is_mla and settings.get("block_size") is None:
+        block_line = vllm_default_block(v, hw.vendor)[1] if explicit is None else None
     if config.engine == "vllm" and spec.is_mla and not dsa:
         given = settings.get("block_size") if explicit is None else config.block_size
         kv = config.kv_cache_dtype
@@ -158,6 +167,8 @@ def prepare(
     lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags, sp)
     if block_line:  # the engine's line for the block / page its backend takes
         lay = replace(lay, block_line=block_line)
+    if config.engine == "vllm" and lay.state_bytes and v >= KERNEL_FROM_BLOCK_FROM:
+        lay = replace(lay, kernel_from_block=True)  # the raised block's multiple (vllm_block)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
     else:  # the draft's layers, which SGLang's pool counts from 0.5.14
@@ -217,10 +228,28 @@ def engine_plan(
 ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
 
 
+def _v1_refusal(config, r, max_model_len) -> str | None:
+    """The one-request check on the memory of the limiting rank (less the null block from 0.29.0),
+    and with the extensible cache again after warmup on its measured blocks (0.34.0,
+    shrink_kv_cache_configs)."""
+    v, ext = config.version_tuple, config.enable_extensible_kv_cache
+    u = config.gpu_memory_utilization
+    need = r["needed_bytes"]
+    hint = m.vllm_refusal_hint(ext, u, after_warmup=False)
+    refusal = m.vllm_v1_refusal(max_model_len, need, r["check_bytes"], r["longest_len"], v, hint)
+    if refusal or r["after_warmup_bytes"] is None:
+        return refusal
+    hint = m.vllm_refusal_hint(ext, u, after_warmup=True)
+    after, longest = r["after_warmup_bytes"], r["longest_after_len"]
+    return m.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
+
+
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
-    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd)
+    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd, config.version_tuple)
+    extensible = config.enable_extensible_kv_cache
+    measured = warm = None
     if given_gib is not None:
         act = nt = cg = None
         avail = [f.given_bytes(given_gib)] * len(weights)
@@ -229,9 +258,15 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         check_derivable(config.speculative_method)
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
-        avail = f.vllm_available(config, weights, total, act, nt, cg, u)
+        # the extensible cache's profile makes no CUDA-graph estimate; the captured graphs are
+        # resident when it is measured (vllm_extensible)
+        avail = f.vllm_available(config, weights, total, act, nt, 0 if extensible else cg, u)
+        if extensible:
+            tp = config.tensor_parallel_size * config.pipeline_parallel_size
+            warm = [measured_kv_bytes(total, u, w, act, nt, cg, tp, hw) for w in weights]
+            measured = [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
-    r = f.vllm_figures(lay, config, avail, L)
+    r = f.vllm_figures(lay, config, avail, L, measured)
     B, page, rank, n, a = (
         r[k] for k in ("block_size", "page_bytes", "rank", "num_gpu_blocks", "available_bytes")
     )
@@ -245,10 +280,17 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
         lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
     if config.is_v1:
-        refusal = m.vllm_v1_refusal(L, r["needed_bytes"], a, r["longest_len"])
+        refusal = _v1_refusal(config, r, L)
         cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
-        lines += [f"Available KV cache memory: {a / GIB:.2f} GiB", *padding_lines(lay)]
+        if given_gib is None or not extensible:  # given: the measured budget (vllm_extensible)
+            lines += [f"Available KV cache memory: {a / GIB:.2f} GiB"]
+        lines += [*padding_lines(lay)]
         lines += [cp] if cp else []
+        if warm is not None:
+            kv, head, req = warm[rank]
+            bpb = page * lay.rank_group_size(rank)
+            held = committed_bytes(page, lay.rank_group_size(rank))
+            lines.append(warmup_line(head, held, n, bpb, act, req))
         size = f"GPU KV cache size: {tokens:,} tokens"
         most = f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
         # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
@@ -278,6 +320,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         gpu_kv_cache_tokens=tokens,
         max_concurrency=conc,
         refusal=refusal,
+        extensible_kv_cache=bool(extensible),
+        measured_kv_cache_bytes=None if measured is None else int(measured[rank]),
         speculative_method=canonical_method(config.speculative_method),
         num_speculative_tokens=lay.speculation.tokens or None,
         draft_layers=lay.speculation.draft_layers,

@@ -34,6 +34,10 @@ class EnginePlan(Result):
     gpu_kv_cache_tokens: int  # SGLang: max_total_num_tokens
     max_concurrency: float
     refusal: str | None
+    # vLLM 0.34.0's extensible KV cache (calc.serving.vllm_extensible): on, and the KV bytes the
+    # post-warmup measurement leaves (kvcalc's model of it; None when given or off)
+    extensible_kv_cache: bool = False
+    measured_kv_cache_bytes: int | None = None
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)

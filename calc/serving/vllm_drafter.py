@@ -61,9 +61,17 @@ def own_heads(spec, version: tuple[int, ...]) -> int:
     return int(spec.family in SHARED_HEAD_FAMILIES and version < SHARED_HEAD_FROM)
 
 
-def drafter_modelled(spec, weight_dtype: str) -> bool:
-    """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (every release
-    from vllm_spec.MTP_FROM is read)."""
+# 0.34.0 drops V1's proposer (vllm/v1/spec_decode/llm_base_proposer.py, where the drafter shares
+# the target's embedding and LM head): Model Runner V2's speculators (vllm/v1/worker/gpu/
+# spec_decode/) load it, and their sharing is not read, so the drafter's weights are not modelled.
+DRAFTER_READ_UNTIL = (0, 34, 0)
+
+
+def drafter_modelled(spec, weight_dtype: str, version: tuple[int, ...] = (0, 33, 0)) -> bool:
+    """Whether vllm_mtp_drafter_bytes gives a figure for this model, dtype and release (every
+    release from vllm_spec.MTP_FROM up to 0.33.x is read)."""
+    if tuple(version[:3]) >= DRAFTER_READ_UNTIL:
+        return False
     if weight_dtype in QUANTIZED_DTYPES:
         return False
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
@@ -78,7 +86,7 @@ def vllm_mtp_drafter_bytes(
     from calc.dtypes import dtype_bits
     from calc.serving.sharding import mla_kv_b_copy_bytes, padded_vocab
 
-    if not drafter_modelled(spec, weight_dtype):
+    if not drafter_modelled(spec, weight_dtype, version):
         return None
     wb = dtype_bits(weight_dtype) // 8
     head = own_heads(spec, version) * ceil(padded_vocab(spec.vocab_size) / tp) * spec.hidden_size

@@ -36,6 +36,8 @@ blocks (1 for AITER MLA, 64 for its unified attention) kvcalc does not model.
 
 from __future__ import annotations
 
+from calc.serving.vllm_block import default_block
+
 FLASHMLA_FROM = (0, 8, 0)
 SM100_FROM = (0, 10, 1)
 MODULO_FROM = (0, 11, 1)
@@ -44,7 +46,6 @@ FLASHINFER_FROM = (0, 15, 0)
 PREFERRED_FROM = (0, 18, 0)
 NOPE_192_FROM = (0, 19, 0)
 PLURAL_FROM = (0, 31, 0)
-DEFAULT_BLOCK = 16
 
 
 def _forcing(name: str, size: int) -> str:
@@ -60,7 +61,7 @@ def vllm_mla_block(
 ) -> tuple[int, str | None]:
     """(the block vLLM uses, the line it logs or None) for a dense MLA model (module docstring);
     `given`: --block-size, None when not given."""
-    block = DEFAULT_BLOCK if given is None else given
+    block = default_block(version) if given is None else given
     if capability is None or version < FLASHMLA_FROM:
         return block, None
     major = capability[0]
@@ -89,14 +90,18 @@ def _preferred(version, major, kv_cache_dtype, given, qk_nope_head_dim):
     """0.18.0 on: the given block, else the chosen backend's preferred one."""
     if given is not None:
         return given, None
+    base = default_block(version)
     nope = (64, 128, 192) if version >= NOPE_192_FROM else (64, 128)
     if major == 9:
-        name, size = ("FLASHMLA", 64) if kv_cache_dtype.startswith("fp8") else ("", 16)
+        name, size = ("FLASHMLA", 64) if kv_cache_dtype.startswith("fp8") else ("", base)
     elif major == 10:
-        name, size = ("FLASHINFER_MLA", 32) if qk_nope_head_dim in nope else ("CUTLASS_MLA", 128)
+        flashinfer = qk_nope_head_dim in nope
+        name, size = (
+            ("FLASHINFER_MLA", 32 if base == 16 else 64) if flashinfer else ("CUTLASS_MLA", 128)
+        )
     else:
-        name, size = "", 16
-    if size == DEFAULT_BLOCK:
+        name, size = "", base
+    if size == base:
         return size, None
     tail = "backend(s)." if version >= PLURAL_FROM else "backend."
     return size, f"Setting kv cache block size to {size} for {name} {tail}"

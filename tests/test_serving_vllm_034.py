@@ -1,0 +1,200 @@
+"""vLLM 0.34.0: the 64-token default block and the extensible KV cache (calc.serving.vllm_block,
+calc.serving.vllm_extensible). Expected values are the 0.34.0 sdist's arithmetic written out
+here (vllm/config/cache.py, vllm/platforms/interface.py, vllm/platforms/rocm.py,
+vllm/v1/worker/extensible_kv_cache.py, vllm/v1/core/kv_cache_planning.py), with the few terms
+kvcalc estimates (weights, activation peak, non-torch, CUDA graphs) read off the plan."""
+
+import numpy as np
+import pytest
+
+from calc.serving.engine import engine_config
+from calc.serving.grid import engine_plan_grid
+from calc.serving.plan import engine_plan
+from calc.serving.vllm_extensible import blocks_within, measure_kv_cache_bytes
+
+GIB, MIB = 2**30, 2**20
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def test_defaults_by_release_and_vendor():
+    new = engine_config("vllm", version="0.34.0", gpu_vendor="NVIDIA")
+    # CacheConfig.DEFAULT_BLOCK_SIZE = 64; resolved_gpu_memory_utilization: 1.0 extensible
+    assert (new.block_size, new.gpu_memory_utilization, new.enable_extensible_kv_cache) == (
+        64,
+        1.0,
+        True,
+    )
+    off = engine_config(
+        "vllm", version="0.34.0", gpu_vendor="NVIDIA", enable_extensible_kv_cache=False
+    )
+    assert (off.gpu_memory_utilization, off.enable_extensible_kv_cache) == (0.92, False)
+    old = engine_config("vllm", version="0.33.0", gpu_vendor="NVIDIA")
+    assert (old.block_size, old.gpu_memory_utilization, old.enable_extensible_kv_cache) == (
+        16,
+        0.92,
+        False,
+    )
+    # ROCm: ROCM_ATTN first, its get_preferred_block_size is 16 (rocm_attn.py)
+    amd = engine_config("vllm", version="0.34.0", gpu_vendor="AMD")
+    assert (amd.block_size, amd.enable_extensible_kv_cache) == (16, True)
+    with pytest.raises(ValueError, match="'enable_extensible_kv_cache' is a vLLM setting from"):
+        engine_config("vllm", version="0.33.0", enable_extensible_kv_cache=True)
+    with pytest.raises(ValueError, match="it is only supported on CUDA and ROCm"):
+        engine_config("vllm", version="0.34.0", gpu_vendor="Intel", enable_extensible_kv_cache=True)
+    assert not engine_config(
+        "vllm", version="0.34.0", gpu_vendor="Intel"
+    ).enable_extensible_kv_cache
+
+
+def test_rocm_logs_the_16_token_block():
+    p = engine_plan("llama-3.1-8b", "mi300x", "vllm", version="0.34.0", available_kv_gib=10)
+    assert p.log_lines[0] == "Setting kv cache block size to 16 for ROCM_ATTN backend(s)."
+    assert p.page_bytes == 16 * 8 * 128 * 2 * 2
+
+
+def test_given_memory_plans_64_token_blocks():
+    # llama-3.1-8b: 32 layers x 8 KV heads x 128, bf16; one block of every layer = 64 x 32 x 4 KiB
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0", available_kv_gib=10)
+    blocks = 10 * GIB // (64 * 32 * 2 * 8 * 128 * 2)
+    assert p.num_gpu_blocks == blocks == 1280
+    L = 131072
+    assert p.max_concurrency == blocks / (L // 64)
+    assert p.gpu_kv_cache_tokens == int(blocks / (L // 64) * L)
+    assert "Available KV cache memory" not in " ".join(p.log_lines)  # given: the measured budget
+
+
+def test_measure_kv_cache_bytes_term_by_term():
+    # init_free 79 GiB, 60 GiB free after warmup, 0.5 GiB committed, util 1.0 of 80 GiB
+    init, free, held, req = 79 * GIB, 60 * GIB, GIB // 2, 80 * GIB
+    transient = 2 * GIB
+    non_kv = init - free - held  # 18.5 GiB
+    margin = max(GIB, int(0.75 * transient))  # 1.5 GiB
+    expected = min(req - non_kv, free + held - margin) - max(transient, 0)
+    assert expected == 60 * GIB + GIB // 2 - 3 * GIB // 2 - 2 * GIB
+    assert measure_kv_cache_bytes(init, free, held, req, transient, 0, GIB) == expected
+    # an explicit utilization of 0.9 binds: 72 GiB - 18.5 < 60.5 - 1.5
+    req = 72 * GIB
+    assert measure_kv_cache_bytes(init, free, held, req, transient, 0, GIB) == (
+        72 * GIB - non_kv - transient
+    )
+    # the reservation growth is kept free when larger than the transient peak
+    assert measure_kv_cache_bytes(init, free, held, 80 * GIB, transient, 3 * GIB, GIB) == (
+        60 * GIB + GIB // 2 - 3 * GIB // 2 - 3 * GIB
+    )
+
+
+def test_blocks_within_rounds_every_segment_to_the_granule():
+    # one 3 MiB page: one block maps ceil(3 / 2) x 2 MiB = 4 MiB, so 3.5 MiB holds none
+    assert blocks_within(3 * MIB + MIB // 2, 3 * MIB, 1, 10) == 0
+    assert blocks_within(4 * MIB, 3 * MIB, 1, 10) == 1
+    # 2 segments of 3 MiB pages, 13 MiB: 2 blocks are 2 x ceil(6 / 2) x 2 MiB = 12 MiB
+    assert blocks_within(13 * MIB, 3 * MIB, 2, 10) == 2
+    assert blocks_within(13 * MIB, 3 * MIB, 2, 1) == 1  # the reserved capacity caps it
+    got = blocks_within(np.array([4 * MIB, 12 * MIB]), 3 * MIB, 1, 10)
+    assert list(got) == [1, 4]
+
+
+def test_derived_plan_from_the_measured_memory():
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0")
+    assert p.extensible_kv_cache
+    total, w = p.total_memory_bytes, p.weights_bytes
+    act, nt, cg = p.activation_bytes, p.non_torch_bytes, p.cudagraph_bytes
+    # "Available KV cache memory": ceil(total x 1.0) - non_kv_cache_memory, no CUDA-graph
+    # estimate (profile_cudagraph_memory returns 0 with the extensible cache)
+    assert p.available_kv_cache_bytes == total - w - act - nt
+    # after warmup: the CUDA context (0.38 GiB, calc.serving.sglang_memory's calibration) was
+    # gone before the init snapshot; the graphs stay resident; margin max(1 GiB, 0.75 x peak)
+    headroom = total - int(0.38 * GIB) - w - nt - cg
+    kv = headroom - max(GIB, int(0.75 * act)) - act
+    assert p.measured_kv_cache_bytes == kv
+    page = 64 * 8 * 128 * 2 * 2  # 256 KiB a layer: 8 blocks fill one 2 MiB granule
+    blocks = min(kv // (32 * page), kv // (32 * 2 * MIB) * 8)
+    assert p.num_gpu_blocks == blocks
+    line = next(x for x in p.log_lines if x.startswith("Memory after warmup"))
+    assert f"; {blocks} KV cache blocks ({blocks * 32 * page / GIB:.2f} GiB) fit" in line
+    assert f"within the requested {total / GIB:.2f} GiB." in line
+
+
+def test_grid_plans_as_the_single_plan():
+    us = np.array([0.8, 0.9, 1.0])
+    df = engine_plan_grid(
+        "qwen3-32b", "h100-sxm", "vllm", version="0.34.0", gpu_memory_utilization=us
+    )
+    for u, row in zip(us, df.itertuples(), strict=True):
+        p = engine_plan("qwen3-32b", "h100-sxm", "vllm", version="0.34.0", gpu_memory_utilization=u)
+        assert (row.num_gpu_blocks, row.gpu_kv_cache_tokens) == (
+            p.num_gpu_blocks,
+            p.gpu_kv_cache_tokens,
+        )
+
+
+def test_an_explicit_utilization_caps_the_measured_budget():
+    p = engine_plan(
+        "llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0", gpu_memory_utilization=0.9
+    )
+    total, w = p.total_memory_bytes, p.weights_bytes
+    act, nt, cg = p.activation_bytes, p.non_torch_bytes, p.cudagraph_bytes
+    # requested - non_kv_used binds: ceil(0.9 x total) - (weights + non-torch + graphs) - peak
+    assert p.measured_kv_cache_bytes == -(-int(total * 9) // 10) - w - nt - cg - act
+
+
+def test_refusals_in_the_release_words():
+    # 1 GiB holds 512 blocks of 16 tokens of every layer (2 MiB): max_model_len 8192 needs all
+    kw = dict(available_kv_gib=1.0, max_model_len=8192, block_size=16)
+    assert engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.28.0", **kw).fits
+    # 0.29.0 checks the memory less the null block: 1 GiB - 2 MiB < 1 GiB
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.29.0", **kw)
+    assert p.refusal.startswith(
+        "To serve at least one request with the model's max seq len (8192), (1.00 GiB KV cache "
+        "is needed, which is larger than the available KV cache memory (1.00 GiB). Based on the "
+        "available memory, the estimated maximum model length is 8176. Try increasing "
+        "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend)"
+    )
+    old = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.20.0", available_kv_gib=0.5)
+    assert "models's max seq len" in old.refusal and old.refusal.endswith(
+        "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    )
+    # 0.34.0 extensible, derived: too long for the measured blocks on an L4
+    p = engine_plan("qwen3-32b", "rtx-4090", "vllm", version="0.34.0", max_model_len=40960)
+    assert not p.fits and "The extensible KV cache already takes all device memory" in p.refusal
+
+
+def test_mtp_drafter_weights_are_not_modelled_on_model_runner_v2_speculators():
+    kw = dict(version="0.34.0", available_kv_gib=20, speculative_method="mtp")
+    p = engine_plan("qwen3.5-27b", "h100-sxm", "vllm", **kw)
+    assert p.weights_bytes is None and p.draft_layers == 1
+
+
+# the worker's line as vllm/v1/worker/extensible_kv_cache.py (0.34.0, lines 693-707) formats it
+WARMUP = (
+    "(EngineCore pid=7) INFO 12-01 10:00:00 [extensible_kv_cache.py:693] Memory after warmup: "
+    "62.79 GiB free, 0.06 GiB committed to the KV cache, 0.72 GiB kept for transient "
+    "activations (0.72 GiB allocated at peak, 0.00 GiB of torch reservation growth); 7824 KV "
+    "cache blocks (61.12 GiB) fit within the requested 79.19 GiB. Torch may reserve up to "
+    "64.00 GiB."
+)
+
+
+def test_the_warmup_line_is_read_and_compared():
+    from calc.serving.calibrate import calibrate
+    from calc.serving.logs import parse_log
+
+    got = parse_log(WARMUP)
+    assert (got["warmup_free_gib"], got["warmup_transient_gib"]) == (62.79, 0.72)
+    assert (got["warmup_kv_blocks"], got["warmup_kv_gib"]) == (7824, 61.12)
+    cal = calibrate(WARMUP, "llama-3.1-8b", "h100-sxm", version="0.34.0")
+    row = next(r for r in cal.rows if r["figure"].startswith("KV cache blocks after warmup"))
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0")
+    assert (row["logged"], row["kvcalc"]) == (7824, p.num_gpu_blocks)
+
+
+def test_the_dashboard_stack_shows_the_measured_cache():
+    from dashboard.engine_data import engine_stack_frame
+
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0")
+    df = engine_stack_frame(p).set_index("category")
+    assert df.loc["KV cache", "bytes"] == p.measured_kv_cache_bytes
+    assert df["bytes"].sum() == p.total_memory_bytes
