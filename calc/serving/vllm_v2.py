@@ -2,7 +2,7 @@
 what its profile run holds at its peak, and where its memory accounting differs from V1's.
 calc.serving.overheads puts these beside the V1 rules.
 
-Read in the PyPI sdists 0.20.0 - 0.33.0 (vllm/envs.py, vllm/config/vllm.py,
+Read in the PyPI sdists 0.20.0 - 0.34.0 (vllm/envs.py, vllm/config/vllm.py,
 vllm/v1/worker/gpu_worker.py, vllm/v1/worker/gpu/model_runner.py, vllm/v1/worker/gpu/sample/,
 vllm/utils/mem_utils.py).
 """
