@@ -198,3 +198,48 @@ def test_the_dashboard_stack_shows_the_measured_cache():
     df = engine_stack_frame(p).set_index("category")
     assert df.loc["KV cache", "bytes"] == p.measured_kv_cache_bytes
     assert df["bytes"].sum() == p.total_memory_bytes
+
+
+def test_refusal_wording_matches_logged_errors():
+    """The error text of public logs, figures and all, from the release's own f-strings."""
+    from calc.serving.memory import vllm_v1_refusal
+
+    def gib(x):  # bytes that print as x GiB to 2 decimals
+        return int(x * GIB)
+
+    # vllm#32105 (GLM-4.7-FP8, PP 8, a 0.14-era nightly, 2026-01-28), in full
+    assert vllm_v1_refusal(202752, gib(71.16), gib(28.57), 81392, (0, 14, 0)) == (
+        "To serve at least one request with the models's max seq len (202752), (71.16 GiB KV "
+        "cache is needed, which is larger than the available KV cache memory (28.57 GiB). Based "
+        "on the available memory, the estimated maximum model length is 81392. Try increasing "
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. "
+        "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    )
+    # vllm#15871 (0.8.3): no estimated length yet
+    assert vllm_v1_refusal(32768, gib(0.95), gib(0.93), 31744, (0, 8, 3)) == (
+        "To serve at least one request with the models's max seq len (32768), (0.95 GiB KV "
+        "cache is needed, which is larger than the available KV cache memory (0.93 GiB). Try "
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+        "the engine."
+    )
+    # 0.8.4 - 0.9.0: the length's f-string is a statement of its own, so only its first half
+    got = vllm_v1_refusal(32768, gib(0.95), gib(0.93), 31744, (0, 9, 0))
+    assert "(0.93 GiB). Based on the available memory,  Try increasing" in got
+    assert vllm_v1_refusal(32768, gib(0.95), gib(0.93), 31744, (0, 8, 0)).startswith(
+        "To serve at least one request with the models's max seq len (32768), (0.95 GB KV"
+    )
+    # vllm-25350 (0.10.2): "(5.59 GiB). Based on ... 122080. Try increasing"
+    got = vllm_v1_refusal(221000, gib(10.12), gib(5.59), 122080, (0, 10, 2))
+    assert (
+        "(5.59 GiB). Based on the available memory, the estimated maximum model length is " in got
+    )
+    assert got.endswith("122080. Try increasing `gpu_memory_utilization` or decreasing "
+                        "`max_model_len` when initializing the engine.")  # fmt: skip
+    # vllm#44376 (0.22): "model's max seq len (30000), (6.66 GiB ...) (5.44 GiB). Based on ..."
+    got = vllm_v1_refusal(30000, gib(6.66), gib(5.44), 13528, (0, 22, 0))
+    assert got.startswith(
+        "To serve at least one request with the model's max seq len (30000), (6.66 GiB KV cache "
+        "is needed, which is larger than the available KV cache memory (5.44 GiB). Based on the "
+        "available memory, the estimated maximum model length is 13528. Try increasing "
+        "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend)"
+    )

@@ -103,11 +103,16 @@ def vllm_longest_fitting_len(available_bytes, page_bytes, layers, block_size):
 
 
 # The start-up error's wording by release (vllm/v1/core/kv_cache_utils.py, kv_cache_planning.py
-# from 0.33.0; read in the 0.11.0 - 0.14.0, 0.17.0, 0.20.0 - 0.22.0, 0.24.0 - 0.34.0 sdists):
-# 0.13.0 adds the docs link; 0.22.0 says "model's" and names the CPU backend; 0.34.0 words the
+# from 0.33.0; read in the 0.8.0 - 0.14.0, 0.17.0, 0.20.0 - 0.22.0, 0.24.0 - 0.34.0 sdists):
+# 0.8.0 - 0.8.2 print "GB" and no estimate, 0.8.3 "GiB"; 0.8.4 - 0.9.0 append only " Based on
+# the available memory," (the f-string with the length is a separate statement there), then
+# "  Try"; 0.9.1 adds the estimated length; 0.13.0 adds the docs link; 0.22.0 says "model's" and names the CPU backend; 0.34.0 words the
 # advice by sizing mode (_more_kv_cache_memory_hint). From 0.29.0 the memory checked is the
 # available memory less one block of every group: "Reserve the null block BlockPool permanently
 # holds back" (check_memory, get_kv_cache_configs / check_enough_kv_cache_memory).
+REFUSAL_GIB_FROM = (0, 8, 3)
+REFUSAL_ESTIMATE_FROM = (0, 8, 4)
+REFUSAL_LENGTH_FROM = (0, 9, 1)
 REFUSAL_DOCS_FROM = (0, 13, 0)
 REFUSAL_CPU_FROM = (0, 22, 0)
 REFUSAL_HINT_FROM = (0, 34, 0)
@@ -165,6 +170,21 @@ def vllm_v1_refusal(
     if needed_bytes <= available_bytes:
         return None
     whose = "model's" if v >= REFUSAL_CPU_FROM else "models's"
+    if v < REFUSAL_LENGTH_FROM:
+        unit = "GiB" if v >= REFUSAL_GIB_FROM else "GB"
+        tail = (
+            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine."
+        )
+        head = (
+            f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({needed_bytes / GIB:.2f} {unit} KV cache is needed, which is larger than the "
+            f"available KV cache memory ({available_bytes / GIB:.2f} {unit})."
+        )
+        if v < REFUSAL_ESTIMATE_FROM:
+            return f"{head} {tail}"
+        cut = " Based on the available memory," if longest > 0 else ""
+        return f"{head}{cut}  {tail}"
     head = (
         f"To serve at least one request with the {whose} max seq len ({max_model_len}), "
         f"({needed_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available "

@@ -94,7 +94,7 @@ def round_up(n: int, k: int) -> int:
 def mxfp4_backend(version: tuple[int, int, int], gpu: str) -> str:
     """vLLM's MXFP4 MoE backend for this release on this GPU ("marlin" or "triton"), or a
     ValueError naming what kvcalc does not model."""
-    v = ".".join(map(str, version))
+    v = ".".join(map(str, version[:3]))
     if version < GPT_OSS_FROM:
         raise ValueError(f"'version' must be at least 0.10.1 for vLLM's mxfp4 MoE: got {v}")
     cc = cuda_capability(gpu)

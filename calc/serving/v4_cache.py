@@ -205,7 +205,7 @@ def _page(tokens: int, row_bytes: int) -> int:
 
 
 def _check(m: V4Attention, version, kv_cache_dtype, block_size, pp, dcp, hybrid) -> None:
-    v = ".".join(map(str, version))
+    v = ".".join(map(str, version[:3]))
     if version < V4_FROM:
         raise ValueError(
             "'version': Model architectures ['DeepseekV4ForCausalLM'] are not supported for "

@@ -59,7 +59,7 @@ ROW = ("self_attn.o_b_proj", "mlp.shared_experts.down_proj")  # input columns sp
 
 def check_v4_vllm(spec: ModelSpec, version, gpu: str, pp: int = 1) -> None:
     """What the V4 weights need of the run; anything else refused by name."""
-    v = ".".join(map(str, version))
+    v = ".".join(map(str, version[:3]))
     if not MODELLED[0] <= tuple(version) < MODELLED[1]:
         raise ValueError(
             f"'version' must be at least 0.20.0 and below 0.24.0 for DeepSeek-V4's weights per "
