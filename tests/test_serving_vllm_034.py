@@ -243,3 +243,32 @@ def test_refusal_wording_matches_logged_errors():
         "available memory, the estimated maximum model length is 13528. Try increasing "
         "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend)"
     )
+
+
+def test_a_034_log_is_checked_from_its_warmup_blocks():
+    """A case as benchmarks/engine_logs holds one (the figures a 0.34.0 log would print for
+    Llama-3.1-8B on an H100: 7824 blocks of 64 tokens; 7824 / (131072 / 64) = 3.82x)."""
+    from calc.serving.evidence import evaluate as check_case
+
+    case = {
+        "id": "synthetic-034",
+        "engine": "vllm",
+        "version": "0.34.0",
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "preset": "llama-3.1-8b",
+        "settings": {"max_model_len": 131072},
+        "logged": {
+            "available_kv_cache_gib": 63.35,
+            "warmup_kv_blocks": 7824,
+            "warmup_kv_gib": 61.12,
+            "gpu_kv_cache_tokens": 7824 * 64,
+            "max_concurrency": 3.82,
+        },
+    }
+    checks = {c.figure: c for c in check_case(case)}
+    assert checks["GPU KV cache size, tokens"].verdict == "exact"
+    assert checks["maximum concurrency"].verdict == "exact"
+    assert checks["capacity holds the blocks"].verdict == "exact"
+    case["logged"]["gpu_kv_cache_tokens"] += 64  # one block more than the blocks give
+    assert {c.figure: c for c in check_case(case)}["GPU KV cache size, tokens"].verdict != "exact"

@@ -195,6 +195,9 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             nt = log["non_torch_gib"]
             out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
+        if "warmup_kv_gib" in log and p.measured_kv_cache_bytes is not None:  # vLLM 0.34
+            mine = p.num_gpu_blocks * p.page_bytes * max(lay.rank_layers) / GIB
+            out.append(_pct(cid, "KV cache after warmup, GiB", log["warmup_kv_gib"], mine))
     elif _gpu(case) is not None and groups == 1 and "available_kv_cache_gib" not in log:
         out += from_logged_blocks(case, spec, hw, wd, s, cfg, lay)
     return out

@@ -19,6 +19,8 @@ def given_memory_checks(case: dict, spec: ModelSpec, hw, wd, s: dict, cfg, lay) 
     only for PP ranks and another rank's token line)."""
     cid, log, x = case["id"], case["logged"], case["logged"].get("available_kv_cache_gib")
     out: list[Check] = []
+    if "warmup_kv_blocks" in log and lay is not None:
+        return _warmup_checks(case, spec, hw, wd, s, cfg, lay)
     if x is not None and x > 0 and "pp_non_kv_total_gib" in log:
         out += _pp_ranks(case, cfg, lay, x)
     elif x is not None and x > 0:
@@ -35,6 +37,30 @@ def given_memory_checks(case: dict, spec: ModelSpec, hw, wd, s: dict, cfg, lay) 
             elif key in log:
                 out.append(_interval(cid, label, log[key], getattr(lo, key), getattr(hi, key), x))
         out += _refusal_figures(cid, log, lo, hi, x)
+    return out
+
+
+def _warmup_checks(case: dict, spec: ModelSpec, hw, wd, s: dict, cfg, lay) -> list[Check]:
+    """vLLM 0.34.0's extensible KV cache: the blocks of the "Memory after warmup" line are the
+    cache's ("Available KV cache memory" only reserves its capacity), so the token and
+    concurrency lines follow from them exactly (calc.serving.vllm_extensible), and the capacity
+    must hold them."""
+    cid, log = case["id"], case["logged"]
+    B = lay.block_size(cfg.block_size)
+    n, per = log["warmup_kv_blocks"], block_bytes(lay, B)
+    p = engine_plan(spec, hw, available_kv_gib=n * per / GIB, weight_dtype=wd, **s)
+    note = f"from the logged {n:,} blocks after warmup"
+    out = [_eq(cid, "GPU blocks", n, p.num_gpu_blocks, note)]
+    if "gpu_kv_cache_tokens" in log:
+        out.append(_eq(cid, "GPU KV cache size, tokens", log["gpu_kv_cache_tokens"],
+                       p.gpu_kv_cache_tokens, note))  # fmt: skip
+    if "max_concurrency" in log:
+        want, got = f"{log['max_concurrency']:.2f}", f"{p.max_concurrency:.2f}"
+        out.append(_eq(cid, "maximum concurrency", want, got, note))
+    x = log.get("available_kv_cache_gib")
+    if x is not None:
+        cap = int((x + HALF) * GIB) // per
+        out.append(_eq(cid, "capacity holds the blocks", True, cap >= n, f"{x} GiB reserved"))
     return out
 
 
