@@ -202,7 +202,7 @@ def test_the_dashboard_stack_shows_the_measured_cache():
 
 def test_refusal_wording_matches_logged_errors():
     """The error text of public logs, figures and all, from the release's own f-strings."""
-    from calc.serving.memory import vllm_v1_refusal
+    from calc.serving.vllm_refusal import vllm_v1_refusal
 
     def gib(x):  # bytes that print as x GiB to 2 decimals
         return int(x * GIB)

@@ -24,6 +24,7 @@ from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, p
 from calc.serving.sglang_swa import check_swa_args
 from calc.serving.vllm_extensible import blocks_within
 from calc.serving.vllm_mamba import check_align_block
+from calc.serving.vllm_refusal import NULL_BLOCK_CHECK_FROM
 
 GIB = 2**30
 # In these releases the one-request check (and its "estimated maximum model length") counted
@@ -99,7 +100,7 @@ def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     dcp = config.decode_context_parallel_size  # a block holds dcp x its tokens (vllm_dcp)
     # the memory the one-request check plans against: less the null block from 0.29.0
     null = page * _limiting(per_rank, blocks)[2]
-    null = null if config.version_tuple >= m.NULL_BLOCK_CHECK_FROM else 0
+    null = null if config.version_tuple >= NULL_BLOCK_CHECK_FROM else 0
     check = a - null
     after = (n - 1) * null if measured is not None else None  # shrink_kv_cache_configs
     return out | {

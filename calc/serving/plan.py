@@ -25,7 +25,7 @@ from dataclasses import replace
 from calc.activation import activation_dtype
 from calc.presets import resolve_model
 from calc.serving import figures as f
-from calc.serving import memory as m
+from calc.serving import vllm_refusal as rf
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
@@ -235,13 +235,13 @@ def _v1_refusal(config, r, max_model_len) -> str | None:
     v, ext = config.version_tuple, config.enable_extensible_kv_cache
     u = config.gpu_memory_utilization
     need = r["needed_bytes"]
-    hint = m.vllm_refusal_hint(ext, u, after_warmup=False)
-    refusal = m.vllm_v1_refusal(max_model_len, need, r["check_bytes"], r["longest_len"], v, hint)
+    hint = rf.vllm_refusal_hint(ext, u, after_warmup=False)
+    refusal = rf.vllm_v1_refusal(max_model_len, need, r["check_bytes"], r["longest_len"], v, hint)
     if refusal or r["after_warmup_bytes"] is None:
         return refusal
-    hint = m.vllm_refusal_hint(ext, u, after_warmup=True)
+    hint = rf.vllm_refusal_hint(ext, u, after_warmup=True)
     after, longest = r["after_warmup_bytes"], r["longest_after_len"]
-    return m.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
+    return rf.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
 
 
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
@@ -296,7 +296,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
         lines += [f"{size}, {most}"] if config.version_tuple >= ONE_LINE_FROM else [size, most]
     else:
-        refusal = m.vllm_v0_refusal(L, n, B)
+        refusal = rf.vllm_v0_refusal(L, n, B)
         lines += [
             f"KV cache memory: {a / GIB:.2f} GiB",
             f"# GPU blocks: {n}",

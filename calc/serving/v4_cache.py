@@ -71,12 +71,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from calc.serving.memory import (
-    TOKENS_FROM_CONCURRENCY,
-    cdiv,
-    vllm_tokens_from_concurrency,
-    vllm_v1_refusal,
-)
+from calc.serving.memory import TOKENS_FROM_CONCURRENCY, cdiv, vllm_tokens_from_concurrency
 from calc.serving.v4_groups import (
     PACKED_GROUPS_FROM,
     UNPADDED_SLIDING_FROM,
@@ -84,6 +79,7 @@ from calc.serving.v4_groups import (
     packed_groups,
     tuple_groups,
 )
+from calc.serving.vllm_refusal import vllm_v1_refusal
 
 V4_FROM = (0, 20, 0)  # registry.py: DeepseekV4ForCausalLM (absent in 0.19.0)
 V4_READ_UNTIL = (0, 34, 0)  # releases read: 0.20.0 - 0.33.0; later ones are refused
@@ -177,7 +173,7 @@ class V4Layout:
             longest = self.longest_fitting_len(
                 available_bytes, max_model_len, max_num_batched_tokens
             )
-        return vllm_v1_refusal(max_model_len, needed, available_bytes, longest)
+        return vllm_v1_refusal(max_model_len, needed, available_bytes, longest, self.version)
 
     def max_concurrency(self, num_blocks, max_model_len, max_num_batched_tokens) -> float:
         """get_max_concurrency_for_kv_cache_config as written for UniformTypeKVCacheSpecs groups:
