@@ -168,7 +168,8 @@ def test_mtp_drafter_weights_are_not_modelled_on_model_runner_v2_speculators():
     assert p.weights_bytes is None and p.draft_layers == 1
 
 
-# the worker's line as vllm/v1/worker/extensible_kv_cache.py (0.34.0, lines 693-707) formats it
+# the worker's line as vllm/v1/worker/extensible_kv_cache.py (0.34.0, lines 693-707) formats it;
+# its figures are made up (no public 0.34.0 log yet): they are inputs, never expected values
 WARMUP = (
     "(EngineCore pid=7) INFO 12-01 10:00:00 [extensible_kv_cache.py:693] Memory after warmup: "
     "62.79 GiB free, 0.06 GiB committed to the KV cache, 0.72 GiB kept for transient "
@@ -272,3 +273,22 @@ def test_a_034_log_is_checked_from_its_warmup_blocks():
     assert checks["capacity holds the blocks"].verdict == "exact"
     case["logged"]["gpu_kv_cache_tokens"] += 64  # one block more than the blocks give
     assert {c.figure: c for c in check_case(case)}["GPU KV cache size, tokens"].verdict != "exact"
+
+
+def test_a_warmup_line_calibrates_the_measured_sizing():
+    from calc.serving.calibrate import calibrate
+
+    learned = calibrate(WARMUP, "llama-3.1-8b", "h100-sxm", version="0.34.0").learned
+    headroom = int((62.79 + 0.06) * GIB)  # free + committed, as the line prints them
+    peak = int(0.72 * GIB)  # allocated at peak; no reservation growth
+    assert (learned["warmup_headroom_bytes"], learned["warmup_transient_bytes"]) == (headroom, peak)
+    # measure_kv_cache_bytes at utilization 1.0: headroom - max(1 GiB, 0.75 x peak) - peak
+    kv = headroom - max(GIB, int(0.75 * peak)) - peak
+    page = 64 * 8 * 128 * 2 * 2
+    for L in (8192, 131072):
+        p = engine_plan(
+            "llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0", max_model_len=L,
+            calibration=learned,
+        )  # fmt: skip
+        assert p.measured_kv_cache_bytes == kv
+        assert p.num_gpu_blocks == min(kv // (32 * page), kv // (32 * 2 * MIB) * 8)

@@ -4,6 +4,8 @@ What a log fixes that kvcalc can only estimate:
 - vLLM: the memory that is neither weights nor KV cache (activation peak of the profile run,
   non-torch memory, CUDA graphs): non_kv_overhead = total x utilization - logged weights -
   logged available KV memory. V0's "Memory profiling results" line also gives the device total.
+- vLLM 0.34's extensible KV cache: the "Memory after warmup" line's free + committed memory,
+  allocated peak and torch reservation growth, which size its blocks.
 - SGLang: the memory in use before the weights load ("Load weight begin. avail mem" against
   the device total), which sets SGLang's own "total".
 `plan(..., calibration=...)` then uses those instead of the estimates, so a calibrated plan of
@@ -100,6 +102,12 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         learned["activation_bytes_per_batched_token"] = act / plan.max_num_batched_tokens
         learned["non_torch_bytes"] = int(logged["non_torch_gib"] * GIB)
         learned.pop("non_kv_overhead_bytes", None)
+    warm = ("warmup_free_gib", "warmup_committed_gib", "warmup_peak_gib")
+    if engine == "vllm" and set(warm) <= set(logged):  # 0.34's measured sizing (vllm_extensible)
+        headroom = logged["warmup_free_gib"] + logged["warmup_committed_gib"]
+        learned["warmup_headroom_bytes"] = int(headroom * GIB)
+        learned["warmup_transient_bytes"] = int(logged["warmup_peak_gib"] * GIB)
+        learned["warmup_growth_bytes"] = int(logged.get("warmup_growth_gib", 0) * GIB)
     if engine == "sglang" and "sglang_avail_before_weights_gib" in logged:
         learned["init_used_bytes"] = int(total - logged["sglang_avail_before_weights_gib"] * GIB)
     return Calibration(

@@ -88,7 +88,10 @@ def engine_plan_grid(
             per_rank = f.vllm_available(cfg, weights, total, act, nt, 0 if ext else cg, u)
             if ext:
                 tp = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-                measured = [measured_kv_bytes(total, u, w, act, nt, cg, tp, hw)[0] for w in weights]
+                cal = calibration
+                measured = [
+                    measured_kv_bytes(total, u, w, act, nt, cg, tp, hw, cal)[0] for w in weights
+                ]
         r = f.vllm_figures(lay, cfg, per_rank, L, measured)
         avail = r["available_bytes"]
     out = {

@@ -7,7 +7,8 @@ max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib,
 kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
 needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
 mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, warmup_free_gib,
-warmup_transient_gib, warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
+warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
+warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
@@ -88,6 +89,10 @@ PATTERNS: dict[str, re.Pattern] = {
     # transient activations (...); N KV cache blocks (X GiB) fit within the requested R GiB."
     "warmup_free_gib": re.compile(rf"Memory after warmup: {_NUM} GiB free"),
     "warmup_transient_gib": re.compile(rf"{_NUM} GiB kept for transient activations"),
+    "warmup_committed_gib": re.compile(rf"GiB free, {_NUM} GiB committed to the KV cache"),
+    "warmup_peak_gib": re.compile(
+        rf"\({_NUM} GiB allocated at peak, {_NUM} GiB of torch reservation growth\)"
+    ),
     "warmup_kv_blocks": re.compile(rf"; {_NUM} KV cache blocks \({_NUM} GiB\) fit within"),
     # vLLM's group padding warning (calc.serving.vllm_spec.padding_lines): the first kind's
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
@@ -157,6 +162,9 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
+        elif key == "warmup_peak_gib":
+            out[key] = _num(match.group(1), key)
+            out["warmup_growth_gib"] = _num(match.group(2), key)
         elif key == "warmup_kv_blocks":  # the measured blocks (the worker's; before the min)
             out[key] = _num(match.group(1), key)
             out["warmup_kv_gib"] = _num(match.group(2), "warmup_kv_gib")

@@ -263,7 +263,9 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         avail = f.vllm_available(config, weights, total, act, nt, 0 if extensible else cg, u)
         if extensible:
             tp = config.tensor_parallel_size * config.pipeline_parallel_size
-            warm = [measured_kv_bytes(total, u, w, act, nt, cg, tp, hw) for w in weights]
+            warm = [
+                measured_kv_bytes(total, u, w, act, nt, cg, tp, hw, calibration) for w in weights
+            ]
             measured = [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
     r = f.vllm_figures(lay, config, avail, L, measured)

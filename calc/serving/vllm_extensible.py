@@ -102,9 +102,13 @@ def blocks_within(kv_bytes, page_bytes: int, segments: int, capacity_blocks):
     return _minimum(_minimum(kv_bytes // (segments * page_bytes), pages_fit), capacity_blocks)
 
 
-def measured_kv_bytes(total, utilization, weights, act, non_torch, graphs, tp: int, hw):
-    """(kv_bytes, headroom, requested) of one rank as kvcalc models the measurement (module docstring);
-    headroom = free + committed."""
+def measured_kv_bytes(
+    total, utilization, weights, act, non_torch, graphs, tp: int, hw, calibration=None
+):
+    """(kv_bytes, headroom, requested) of one rank as kvcalc models the measurement (module
+    docstring); headroom = free + committed. A calibration from a 0.34 log's "Memory after
+    warmup" line (calc.serving.calibrate: warmup_headroom_bytes, warmup_transient_bytes,
+    warmup_growth_bytes) replaces the modelled headroom, transient peak and growth."""
     init_free = total - sum(init_used_parts(tp, hw).values())
     if isinstance(utilization, np.ndarray):
         requested = np.ceil(total * utilization).astype(np.int64)
@@ -112,8 +116,13 @@ def measured_kv_bytes(total, utilization, weights, act, non_torch, graphs, tp: i
         requested = math.ceil(total * utilization)
     non_kv_used = weights + non_torch + graphs
     free = init_free - non_kv_used  # with nothing committed: headroom = free + committed
+    growth = 0
+    cal = calibration or {}
+    if "warmup_headroom_bytes" in cal:
+        free, act = cal["warmup_headroom_bytes"], cal["warmup_transient_bytes"]
+        growth = cal.get("warmup_growth_bytes", 0)
     floor = MARGIN_FLOOR.get(getattr(hw, "vendor", "NVIDIA"), MARGIN_FLOOR["NVIDIA"])
-    out = measure_kv_cache_bytes(init_free, free, 0, requested, act, 0, floor)
+    out = measure_kv_cache_bytes(init_free, free, 0, requested, act, growth, floor)
     return out, free, requested
 
 
