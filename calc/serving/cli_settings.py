@@ -136,6 +136,13 @@ def add_engine_args(p) -> None:
         help="SGLang: the linear layers' temporal state (default: the release's rule)",
     )
     g.add_argument(
+        "--num-gpu-blocks-override",
+        type=int_at_least(1),
+        default=None,
+        metavar="N",
+        help="vLLM: allocate N KV-cache blocks whatever the memory",
+    )
+    g.add_argument(
         "--enable-extensible-kv-cache",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -240,6 +247,7 @@ def engine_settings(args, spec) -> dict:
             mamba_cache_mode=args.mamba_cache_mode,
             attention_backend=args.attention_backend,
             enable_extensible_kv_cache=args.enable_extensible_kv_cache,
+            num_gpu_blocks_override=args.num_gpu_blocks_override,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -259,6 +267,7 @@ def engine_settings(args, spec) -> dict:
             ("--speculative-config", args.speculative_config, None),
             ("--attention-backend", args.attention_backend, None),
             ("--[no-]enable-extensible-kv-cache", args.enable_extensible_kv_cache, None),
+            ("--num-gpu-blocks-override", args.num_gpu_blocks_override, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

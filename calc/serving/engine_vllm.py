@@ -57,6 +57,9 @@ class VllmConfig(EngineConfig):
     # --[no-]enable-extensible-kv-cache (0.34.0 on; calc.serving.vllm_extensible): engine_config
     # resolves None to the release's default (on on CUDA and ROCm)
     enable_extensible_kv_cache: bool | None = None
+    # --num-gpu-blocks-override: the blocks vLLM allocates whatever the memory (calc.serving.
+    # figures: from 0.21.0 the checks plan against them too); turns the extensible cache off
+    num_gpu_blocks_override: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:

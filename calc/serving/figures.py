@@ -33,6 +33,11 @@ GIB = 2**30
 # check each worker's own spec, as get_kv_cache_configs does again from 0.17.0.
 PP_CHECK_ALL_LAYERS_FROM = (0, 14, 0)
 PP_CHECK_PER_RANK_FROM = (0, 17, 0)
+# --num-gpu-blocks-override: vLLM allocates that many blocks; up to 0.20.x the one-request check
+# still planned against the profiled memory (may_override_num_blocks after the check), from
+# 0.21.0 get_kv_cache_configs sets each worker's memory to override x bytes per block first
+# ("Reflect that in `available_memory` here", kv_cache_utils.py, 0.21.0 - 0.34.0 sdists)
+OVERRIDE_MEMORY_FROM = (0, 21, 0)
 
 
 def _is_array(x) -> bool:
@@ -81,6 +86,12 @@ def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     capacity = (
         min(blocks) if not any(_is_array(b) for b in blocks) else _limiting(blocks, blocks)[1]
     )
+    override, profiled, logged = config.num_gpu_blocks_override, None, available
+    if override is not None:  # may_override_num_blocks; from 0.21.0 the memory planned is too
+        profiled = capacity
+        if config.version_tuple >= OVERRIDE_MEMORY_FROM:
+            available = [override * page * g for g in per_rank]
+        blocks = [override] * len(blocks)
     if measured is not None:
         blocks = [
             blocks_within(k, page, g, capacity) for k, g in zip(measured, per_rank, strict=True)
@@ -89,6 +100,8 @@ def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     groups = len(lay.groups)
     out = {"block_size": B, "page_bytes": page, "rank": rank, "num_gpu_blocks": n}
     out |= {"available_bytes": a, "kv_groups": groups, "capacity_blocks": capacity}
+    # what determine_available_memory logged (the profiled memory, before an override)
+    out |= {"profiled_blocks": profiled, "logged_available": _limiting(logged, blocks)[2]}
     tokens, conc, per_req = vllm_concurrency(lay, config, n, L)
     out |= {"tokens": tokens, "max_concurrency": conc}
     if not config.is_v1:

@@ -93,7 +93,7 @@ def engine_plan_grid(
                     measured_kv_bytes(total, u, w, act, nt, cg, tp, hw, cal)[0] for w in weights
                 ]
         r = f.vllm_figures(lay, cfg, per_rank, L, measured)
-        avail = r["available_bytes"]
+        avail = r["logged_available"]  # what determine_available_memory logged
     out = {
         **cols,
         # an MTP drafter whose weights are not modelled (calc.serving.vllm_drafter): no figure

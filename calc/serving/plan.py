@@ -25,7 +25,6 @@ from dataclasses import replace
 from calc.activation import activation_dtype
 from calc.presets import resolve_model
 from calc.serving import figures as f
-from calc.serving import vllm_refusal as rf
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
@@ -48,18 +47,17 @@ from calc.serving.sglang_spec import sglang_arch
 from calc.serving.sglang_spec_pool import resolve_draft_layers
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
-from calc.serving.vllm_dcp import check_dcp, dcp_line
+from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
-from calc.serving.vllm_extensible import committed_bytes, measured_kv_bytes, warmup_line
-from calc.serving.vllm_mamba import StateArgs, is_nemotron_h, page_lines
+from calc.serving.vllm_extensible import measured_kv_bytes
+from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
+from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_spec import (
     Speculation,
     canonical_method,
     check_derivable,
-    method_lines,
-    padding_lines,
     speculation,
 )
 from calc.spec import ModelSpec
@@ -225,25 +223,6 @@ def engine_plan(
     return _vllm(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)
 
 
-ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
-
-
-def _v1_refusal(config, r, max_model_len) -> str | None:
-    """The one-request check on the memory of the limiting rank (less the null block from 0.29.0),
-    and with the extensible cache again after warmup on its measured blocks (0.34.0,
-    shrink_kv_cache_configs)."""
-    v, ext = config.version_tuple, config.enable_extensible_kv_cache
-    u = config.gpu_memory_utilization
-    need = r["needed_bytes"]
-    hint = rf.vllm_refusal_hint(ext, u, after_warmup=False)
-    refusal = rf.vllm_v1_refusal(max_model_len, need, r["check_bytes"], r["longest_len"], v, hint)
-    if refusal or r["after_warmup_bytes"] is None:
-        return refusal
-    hint = rf.vllm_refusal_hint(ext, u, after_warmup=True)
-    after, longest = r["after_warmup_bytes"], r["longest_after_len"]
-    return rf.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
-
-
 def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
     L = config.max_model_len
     # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
@@ -269,43 +248,10 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
             measured = [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
     r = f.vllm_figures(lay, config, avail, L, measured)
-    B, page, rank, n, a = (
-        r[k] for k in ("block_size", "page_bytes", "rank", "num_gpu_blocks", "available_bytes")
-    )
-    tokens, conc = r["tokens"], r["max_concurrency"]
-    groups = len(lay.groups)
-    lines = [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
-    if not mtp:
-        lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
-    if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
-        lines.insert(0, lay.block_line)
-    if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
-        lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
-    if config.is_v1:
-        refusal = _v1_refusal(config, r, L)
-        cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
-        if given_gib is None or not extensible:  # given: the measured budget (vllm_extensible)
-            lines += [f"Available KV cache memory: {a / GIB:.2f} GiB"]
-        lines += [*padding_lines(lay)]
-        lines += [cp] if cp else []
-        if warm is not None:
-            kv, head, req = warm[rank]
-            bpb = page * lay.rank_group_size(rank)
-            held = committed_bytes(page, lay.rank_group_size(rank))
-            lines.append(warmup_line(head, held, n, bpb, act, req))
-        size = f"GPU KV cache size: {tokens:,} tokens"
-        most = f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
-        # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
-        lines += [f"{size}, {most}"] if config.version_tuple >= ONE_LINE_FROM else [size, most]
-    else:
-        refusal = rf.vllm_v0_refusal(L, n, B)
-        lines += [
-            f"KV cache memory: {a / GIB:.2f} GiB",
-            f"# GPU blocks: {n}",
-            f"Maximum concurrency for {L} tokens per request: {conc:.2f}x",
-        ]
-    if refusal:
-        lines.append(f"ValueError: {refusal}")
+    page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
+    tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
+    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given_gib is not None)
+    a = r["logged_available"]  # the profiled memory determine_available_memory logged
     return EnginePlan(
         **identity(spec, hw, config, kd, source, total),
         max_num_batched_tokens=config.max_num_batched_tokens,

@@ -65,11 +65,20 @@ def check_extensible_flag(version: tuple[int, ...], flag: bool | None) -> None:
         )
 
 
-def extensible_on(version: tuple[int, ...], vendor: str, flag: bool | None) -> bool:
+def extensible_on(
+    version: tuple[int, ...], vendor: str, flag: bool | None, blocks_override: int | None = None
+) -> bool:
     """_resolve_extensible_kv_cache: on where supported when not given; a request where it is
     not supported is vLLM's error."""
     check_extensible_flag(version, flag)
     if tuple(version[:3]) < EXTENSIBLE_FROM or flag is False:
+        return False
+    if blocks_override is not None:
+        if flag:
+            raise ValueError(
+                "enable_extensible_kv_cache: it sizes the KV cache from measured memory, which "
+                "num_gpu_blocks_override overrides."
+            )
         return False
     if vendor not in MARGIN_FLOOR:
         if flag:

@@ -1,0 +1,73 @@
+"""The lines vLLM's start-up prints for a plan, in its words and order, and its refusal:
+calc.serving.plan chains the figures (calc.serving.figures), this module words them."""
+
+from __future__ import annotations
+
+from calc.serving import vllm_refusal as rf
+from calc.serving.vllm_dcp import dcp_line
+from calc.serving.vllm_extensible import committed_bytes, warmup_line
+from calc.serving.vllm_mamba import page_lines
+from calc.serving.vllm_spec import method_lines, padding_lines
+
+GIB = 2**30
+ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
+
+
+def v1_refusal(config, r, max_model_len) -> str | None:
+    """The one-request check on the memory of the limiting rank (less the null block from 0.29.0),
+    and with the extensible cache again after warmup on its measured blocks (0.34.0,
+    shrink_kv_cache_configs)."""
+    v, ext = config.version_tuple, config.enable_extensible_kv_cache
+    u = config.gpu_memory_utilization
+    need = r["needed_bytes"]
+    hint = rf.vllm_refusal_hint(ext, u, after_warmup=False)
+    refusal = rf.vllm_v1_refusal(max_model_len, need, r["check_bytes"], r["longest_len"], v, hint)
+    if refusal or r["after_warmup_bytes"] is None:
+        return refusal
+    hint = rf.vllm_refusal_hint(ext, u, after_warmup=True)
+    after, longest = r["after_warmup_bytes"], r["longest_after_len"]
+    return rf.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
+
+
+def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool):
+    """(lines, refusal) for figures `r` (calc.serving.figures.vllm_figures); `mtp`: a drafter whose
+    weights are not modelled (no load line); `warm`: each rank's (kv, headroom, requested) of the
+    extensible cache's measurement, else None; `given`: planned from a given memory."""
+    L, B, page, rank = config.max_model_len, r["block_size"], r["page_bytes"], r["rank"]
+    n = r["num_gpu_blocks"]
+    a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
+    lines = [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
+    if not mtp:
+        lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
+    if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
+        lines.insert(0, lay.block_line)
+    if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
+        lines.insert(0, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
+    override = []  # get_kv_cache_configs / may_override_num_blocks, after the memory line
+    if r["profiled_blocks"] is not None:
+        override = [
+            f"Overriding num_gpu_blocks={r['profiled_blocks']} with num_gpu_blocks_override="
+            f"{config.num_gpu_blocks_override}"
+        ]
+    if not config.is_v1:
+        refusal = rf.vllm_v0_refusal(L, n, B)
+        # llm_engine logs the override, then the executor "# GPU blocks" with it
+        lines += [f"KV cache memory: {a / GIB:.2f} GiB", *override, f"# GPU blocks: {n}"]
+        lines += [f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
+    else:
+        refusal = v1_refusal(config, r, L)
+        cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
+        if not (given and config.enable_extensible_kv_cache):  # given: the measured budget
+            lines += [f"Available KV cache memory: {a / GIB:.2f} GiB"]
+        lines += [*override, *padding_lines(lay), *([cp] if cp else [])]
+        if warm is not None:
+            _, head, req = warm[rank]
+            g = lay.rank_group_size(rank)
+            lines.append(warmup_line(head, committed_bytes(page, g), n, page * g, act, req))
+        size = f"GPU KV cache size: {tokens:,} tokens"
+        most = f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
+        # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
+        lines += [f"{size}, {most}"] if config.version_tuple >= ONE_LINE_FROM else [size, most]
+    if refusal:
+        lines.append(f"ValueError: {refusal}")
+    return lines, refusal
