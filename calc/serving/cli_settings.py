@@ -59,6 +59,8 @@ def add_engine_args(p) -> None:
     )
     g.add_argument("--max-num-batched-tokens", type=int_at_least(1), default=None, metavar="N")
     g.add_argument("--max-num-seqs", type=int_at_least(1), default=None, metavar="N")
+    # vLLM: allocate N KV-cache blocks whatever the memory
+    g.add_argument("--num-gpu-blocks-override", type=int_at_least(1), default=None, metavar="N")
     g.add_argument(
         "--max-running-requests",
         type=int_at_least(1),
@@ -134,13 +136,6 @@ def add_engine_args(p) -> None:
         choices=("float32", "bfloat16", "float16"),
         default=None,
         help="SGLang: the linear layers' temporal state (default: the release's rule)",
-    )
-    g.add_argument(
-        "--num-gpu-blocks-override",
-        type=int_at_least(1),
-        default=None,
-        metavar="N",
-        help="vLLM: allocate N KV-cache blocks whatever the memory",
     )
     g.add_argument(
         "--enable-extensible-kv-cache",
