@@ -22,7 +22,7 @@ from calc.serving.sglang_multimodal import sglang_multimodal
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
 from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, pool_cell_bytes
 from calc.serving.sglang_swa import check_swa_args
-from calc.serving.vllm_extensible import blocks_within
+from calc.serving.vllm_extensible import blocks_within, measured_kv_bytes
 from calc.serving.vllm_mamba import check_align_block
 from calc.serving.vllm_refusal import NULL_BLOCK_CHECK_FROM
 
@@ -83,9 +83,7 @@ def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     page = lay.page_bytes(B)
     per_rank = [lay.rank_group_size(r) for r in range(len(available))]
     blocks = [m.vllm_num_blocks(a, page, g) for a, g in zip(available, per_rank, strict=True)]
-    capacity = (
-        min(blocks) if not any(_is_array(b) for b in blocks) else _limiting(blocks, blocks)[1]
-    )
+    capacity = _limiting(blocks, blocks)[1]  # the reserved blocks: the fewest of any rank
     override, profiled, logged = config.num_gpu_blocks_override, None, available
     if override is not None:  # may_override_num_blocks; from 0.21.0 the memory planned is too
         profiled = capacity
@@ -106,14 +104,13 @@ def vllm_figures(lay, config, available, max_model_len, measured=None) -> dict:
     out |= {"tokens": tokens, "max_concurrency": conc}
     if not config.is_v1:
         return out
-    layers = _limiting(per_rank, blocks)[2]
+    layers = rank_layers = _limiting(per_rank, blocks)[2]
     pp_all = PP_CHECK_ALL_LAYERS_FROM <= config.version_tuple < PP_CHECK_PER_RANK_FROM
     if config.pipeline_parallel_size > 1 and pp_all:
         layers = sum(lay.rank_layers) if groups == 1 else layers
     dcp = config.decode_context_parallel_size  # a block holds dcp x its tokens (vllm_dcp)
     # the memory the one-request check plans against: less the null block from 0.29.0
-    null = page * _limiting(per_rank, blocks)[2]
-    null = null if config.version_tuple >= NULL_BLOCK_CHECK_FROM else 0
+    null = page * rank_layers if config.version_tuple >= NULL_BLOCK_CHECK_FROM else 0
     check = a - null
     after = (n - 1) * null if measured is not None else None  # shrink_kv_cache_configs
     return out | {
@@ -147,6 +144,19 @@ def vllm_concurrency(lay, config, num_blocks, max_model_len):
 def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
     """determine_available_memory per pipeline rank (each rank's own weights)."""
     return [m.vllm_available_bytes(total, utilization, w, act, nt, cg) for w in weights]
+
+
+def vllm_derived_memory(config, weights, total, act, nt, cg, utilization, hw, calibration):
+    """(available memory per pipeline rank, each rank's (kv, headroom, requested) of 0.34.0's
+    extensible-cache measurement or None). The extensible cache's profile makes no CUDA-graph
+    estimate; the captured graphs are resident when it is measured (vllm_extensible)."""
+    ext = config.enable_extensible_kv_cache
+    avail = vllm_available(config, weights, total, act, nt, 0 if ext else cg, utilization)
+    if not ext:
+        return avail, None
+    ranks = config.tensor_parallel_size * config.pipeline_parallel_size
+    u, cal = utilization, calibration
+    return avail, [measured_kv_bytes(total, u, w, act, nt, cg, ranks, hw, cal) for w in weights]
 
 
 def sglang_init_used(config, calibration, hw) -> int:

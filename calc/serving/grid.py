@@ -17,7 +17,6 @@ from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
 from calc.serving.vllm_drafter import drafter_modelled
-from calc.serving.vllm_extensible import measured_kv_bytes
 from calc.serving.vllm_spec import check_derivable
 
 
@@ -84,14 +83,10 @@ def engine_plan_grid(
             check_derivable(cfg.speculative_method)
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
             act, nt, cg = overheads(spec, cfg, wd, calibration, hw)
-            ext = cfg.enable_extensible_kv_cache  # as plan._vllm (calc.serving.vllm_extensible)
-            per_rank = f.vllm_available(cfg, weights, total, act, nt, 0 if ext else cg, u)
-            if ext:
-                tp = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-                cal = calibration
-                measured = [
-                    measured_kv_bytes(total, u, w, act, nt, cg, tp, hw, cal)[0] for w in weights
-                ]
+            per_rank, warm = f.vllm_derived_memory(
+                cfg, weights, total, act, nt, cg, u, hw, calibration
+            )
+            measured = None if warm is None else [x[0] for x in warm]
         r = f.vllm_figures(lay, cfg, per_rank, L, measured)
         avail = r["logged_available"]  # what determine_available_memory logged
     out = {

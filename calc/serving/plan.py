@@ -50,7 +50,6 @@ from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
-from calc.serving.vllm_extensible import measured_kv_bytes
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
@@ -237,15 +236,8 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         check_derivable(config.speculative_method)
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
-        # the extensible cache's profile makes no CUDA-graph estimate; the captured graphs are
-        # resident when it is measured (vllm_extensible)
-        avail = f.vllm_available(config, weights, total, act, nt, 0 if extensible else cg, u)
-        if extensible:
-            tp = config.tensor_parallel_size * config.pipeline_parallel_size
-            warm = [
-                measured_kv_bytes(total, u, w, act, nt, cg, tp, hw, calibration) for w in weights
-            ]
-            measured = [x[0] for x in warm]
+        avail, warm = f.vllm_derived_memory(config, weights, total, act, nt, cg, u, hw, calibration)
+        measured = None if warm is None else [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
     r = f.vllm_figures(lay, config, avail, L, measured)
     page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]

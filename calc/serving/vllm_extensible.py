@@ -44,6 +44,7 @@ import numpy as np
 
 from calc.serving.memory import _maximum, _minimum
 from calc.serving.sglang_memory import init_used_parts
+from calc.serving.vllm_state_dtype import release
 
 EXTENSIBLE_FROM = (0, 34, 0)
 GIB = 2**30
@@ -52,16 +53,12 @@ MARGIN_FRACTION = 0.75  # KV_CACHE_MARGIN_FRACTION
 GRANULE = 2 * 2**20  # extensible_tensor.granule_size: max(driver granularity, 2 MiB)
 
 
-def _release(v) -> str:
-    return ".".join(map(str, v[:3]))
-
-
 def check_extensible_flag(version: tuple[int, ...], flag: bool | None) -> None:
     """--enable-extensible-kv-cache exists from 0.34.0."""
     if flag and tuple(version[:3]) < EXTENSIBLE_FROM:
         raise ValueError(
-            f"'enable_extensible_kv_cache' is a vLLM setting from {_release(EXTENSIBLE_FROM)}: "
-            f"got True for {_release(version)}"
+            f"'enable_extensible_kv_cache' is a vLLM setting from {release(EXTENSIBLE_FROM)}: "
+            f"got True for {release(version)}"
         )
 
 

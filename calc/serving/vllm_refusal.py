@@ -11,14 +11,23 @@ GIB = 2**30
 # 0.8.0 - 0.8.2 print "GB" and no estimate, 0.8.3 "GiB"; 0.8.4 - 0.9.0 append only " Based on
 # the available memory," (the f-string with the length is a separate statement there), then
 # "  Try"; 0.9.1 adds the estimated length; 0.13.0 adds the docs link; 0.22.0 says "model's"
-# and names the CPU backend; 0.34.0 words the advice by sizing mode (_more_kv_cache_memory_hint). From 0.29.0 the memory checked is the
-# available memory less one block of every group: "Reserve the null block BlockPool permanently
-# holds back" (check_memory, get_kv_cache_configs / check_enough_kv_cache_memory).
+# and names the CPU backend; 0.34.0 words the advice by sizing mode (_more_kv_cache_memory_hint).
+# From 0.29.0 the memory checked is the available memory less one block of every group:
+# "Reserve the null block BlockPool permanently holds back" (check_memory,
+# get_kv_cache_configs / check_enough_kv_cache_memory).
 # the releases that change the wording, in order: "GiB", the estimate's first half, the length,
 # the docs link, the CPU note, the advice by sizing mode
 WORDING = ((0, 8, 3), (0, 8, 4), (0, 9, 1), (0, 13, 0), (0, 22, 0), (0, 34, 0))
 GIB_FROM, ESTIMATE_FROM, LENGTH_FROM, DOCS_FROM, CPU_FROM, HINT_FROM = WORDING
 NULL_BLOCK_CHECK_FROM = (0, 29, 0)
+_ADVICE = (  # before 0.22.0
+    "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+    "the engine."
+)
+_NO_MEMORY = (  # before 0.13.0, and V0's
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine."
+)
 _DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 _CPU_HINT = (
     "Try increasing `gpu_memory_utilization` when initializing the engine (this flag also "
@@ -64,29 +73,21 @@ def vllm_v1_refusal(
             return f"No available memory for the cache blocks. {hint} {_DOCS}"
         if v >= CPU_FROM:
             return f"No available memory for the cache blocks. {_CPU_HINT} {_DOCS}"
-        tail = f" {_DOCS}" if v >= DOCS_FROM else ""
-        return (
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            f"when initializing the engine.{tail}"
-        )
+        return f"{_NO_MEMORY} {_DOCS}" if v >= DOCS_FROM else _NO_MEMORY
     if needed_bytes <= available_bytes:
         return None
-    whose = "model's" if v >= CPU_FROM else "models's"
     if v < LENGTH_FROM:
         unit = "GiB" if v >= GIB_FROM else "GB"
-        tail = (
-            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine."
-        )
         head = (
             f"To serve at least one request with the models's max seq len ({max_model_len}), "
             f"({needed_bytes / GIB:.2f} {unit} KV cache is needed, which is larger than the "
             f"available KV cache memory ({available_bytes / GIB:.2f} {unit})."
         )
         if v < ESTIMATE_FROM:
-            return f"{head} {tail}"
+            return f"{head} {_ADVICE}"
         cut = " Based on the available memory," if longest > 0 else ""
-        return f"{head}{cut}  {tail}"
+        return f"{head}{cut}  {_ADVICE}"
+    whose = "model's" if v >= CPU_FROM else "models's"
     head = (
         f"To serve at least one request with the {whose} max seq len ({max_model_len}), "
         f"({needed_bytes / GIB:.2f} GiB KV cache is needed, which is larger than the available "
@@ -98,36 +99,26 @@ def vllm_v1_refusal(
         else ""
     )
     if v < DOCS_FROM:  # f"{estimated_msg} " (0.11.0)
-        return (
-            f"{head}{estimate} Try increasing `gpu_memory_utilization` or decreasing "
-            "`max_model_len` when initializing the engine."
-        )
+        return f"{head}{estimate} {_ADVICE}"
     estimate += " " if estimate else ""
     if v >= HINT_FROM:
-        return f"{head}{estimate}{hint} Decreasing `max_model_len` also reduces what is needed. {_DOCS}"
+        shorter = "Decreasing `max_model_len` also reduces what is needed."
+        return f"{head}{estimate}{hint} {shorter} {_DOCS}"
+    advice = _ADVICE
     if v >= CPU_FROM:
         advice = (
             "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
             "backend) or decreasing `max_model_len` when initializing the engine."
-        )
-    else:
-        advice = (
-            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine."
         )
     return f"{head}{estimate}{advice} {_DOCS}"
 
 
 def vllm_v0_refusal(max_model_len, num_blocks, block_size):
     if num_blocks <= 0:
-        return (
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine."
-        )
+        return _NO_MEMORY
     if max_model_len <= num_blocks * block_size:
         return None
     return (
         f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens "
-        f"that can be stored in KV cache ({num_blocks * block_size}). Try increasing "
-        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+        f"that can be stored in KV cache ({num_blocks * block_size}). {_ADVICE}"
     )
