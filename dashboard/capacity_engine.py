@@ -185,11 +185,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 "engine_memory",
                 f"{label} on {hw.label}, tp={p.tensor_parallel_size}, "
                 f"pp={p.pipeline_parallel_size}: per GPU (the rank with the fewest KV blocks). "
-                + (
-                    "Planned from the given available memory: free is the rest, not derived."
-                    if given is not None
-                    else "free: what the engine leaves unused (1 − its memory fraction)."
-                ),
+                + ed.stack_caption(p),
             )
         st.caption(f"What {label} prints at start-up:")
         st.code("\n".join(p.log_lines), language=None)
@@ -200,6 +196,7 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
                 "derived, so the settings that would reach a concurrency are not either."
             )
             return keys
+        frac_name = "kv_cache_memory_bytes" if p.source == "kv_cache_memory_bytes" else frac_name
         st.markdown(f"**Which {frac_name}, max_model_len or TP reaches a concurrency**")
         c = st.columns([1, 1, 2])
         with c[0]:
@@ -215,7 +212,8 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             ui.table(tables.engine_inverse(inv, conc, length))
             ui.caption(
                 "Each row changes that one setting alone, the others as above: the smallest "
-                f"{frac_name} (to 0.01), the longest max_model_len, the fewest tensor-parallel "
+                f"{frac_name} ({ed.inverse_step(p)}), the longest max_model_len, the fewest "
+                "tensor-parallel "
                 f"GPUs per pipeline stage ({n_gpus // tp} stage"
                 f"{'s' if n_gpus // tp > 1 else ''})."
             )

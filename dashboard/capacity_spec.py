@@ -3,7 +3,8 @@ MTP drafter's layers and the speculative tokens in the KV cache), SGLang's (calc
 sglang_spec: --speculative-algorithm, its three numbers and the draft's layers and weights) and
 a logged "Available KV cache memory" to plan from instead of deriving it (needed with vLLM's
 speculative decoding, whose profile run kvcalc does not model; the MTP drafter's weights are
-in the weights figure, calc.serving.vllm_drafter)."""
+in the weights figure, calc.serving.vllm_drafter), and vLLM's --kv-cache-memory-bytes (calc.
+serving.vllm_kv_memory)."""
 
 import streamlit as st
 
@@ -93,6 +94,23 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
             field="available_kv_gib",
         )
     keys.append("egiven")
+    if engine == "vllm":
+        with st.columns(4)[0]:
+            gib = ui.optional_input(
+                "ekvmem",
+                "KV cache memory per GPU, GiB (--kv-cache-memory-bytes)",
+                0.01,
+                MAX_GIVEN_GIB,
+                whole=False,
+                blank="profiled",
+                field="kv_cache_memory_bytes",
+                help="vLLM 0.10.2 on: each GPU's KV cache in bytes (here GiB x 2^30) instead of "
+                "the profiled memory; gpu_memory_utilization then sizes nothing, and vLLM does "
+                "not check that the cache fits beside the weights (kvcalc does).",
+            )
+        keys.append("ekvmem")
+        if gib is not None:
+            out["kv_cache_memory_bytes"] = int(gib * 2**30)
     return keys, out, given
 
 

@@ -142,6 +142,22 @@ def kv_cache_help(p: EnginePlan) -> str:
     return f"{kv_cache_bytes(p):,} bytes{ext}"
 
 
+def stack_caption(p: EnginePlan) -> str:
+    """What the stack's "free" is, by where the KV memory came from."""
+    if p.source == "given":
+        return "Planned from the given available memory: free is the rest, not derived."
+    if p.source == "kv_cache_memory_bytes":
+        return (
+            "KV cache as --kv-cache-memory-bytes sets it, not profiled: free is the rest, from "
+            "which the activation peak and CUDA graphs must still come."
+        )
+    return "free: what the engine leaves unused (1 − its memory fraction)."
+
+
+def inverse_step(p: EnginePlan) -> str:
+    return "whole MiB" if p.source == "kv_cache_memory_bytes" else "to 0.01"
+
+
 def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
     """Per-GPU memory as the engine accounts it: weights (from SGLang 0.5.14 the draft's too),
     activation peak, non-torch memory, CUDA graphs (when the version subtracts them), the KV
@@ -169,9 +185,16 @@ def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
 def engine_inverse_frame(spec, hw, engine: str, concurrency: float, **settings) -> pd.DataFrame:
     """calc.serving.inverse: the one setting that, changed alone, reaches `concurrency`
     requests of settings["max_model_len"] tokens (None: no value does)."""
-    key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+    if settings.get("kv_cache_memory_bytes"):  # it sizes the cache, not the utilization
+        first = (
+            "kv_cache_memory_bytes",
+            inverse.kv_cache_memory_for(spec, hw, concurrency, **settings),
+        )
+    else:
+        key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+        first = (key, inverse.utilization_for(spec, hw, engine, concurrency, **settings))
     rows = [
-        (key, inverse.utilization_for(spec, hw, engine, concurrency, **settings)),
+        first,
         ("max_model_len", inverse.max_model_len_for(spec, hw, engine, concurrency, **settings)),
         ("tensor_parallel_size", inverse.tp_for(spec, hw, engine, concurrency, **settings)),
     ]

@@ -409,3 +409,27 @@ def test_sglang_from_a_given_memory_is_calc_serving():
     # 40 GiB over 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 128 KiB a token
     assert p.gpu_kv_cache_tokens == 40 * GIB // (32 * 8 * 128 * 2 * 2)
     assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+
+
+def test_vllm_kv_cache_memory_bytes_sets_the_cache_and_its_inverse():
+    # 7 GiB of --kv-cache-memory-bytes at 0.33.0: 7 GiB / 2 MiB = 3584 blocks of 16 tokens
+    at = open_page("capacity", **BASE, engine="vllm", ever="0.33.0", elen="8192", ekvmem="7",
+                   ec="10", el="8192")  # fmt: skip
+    assert errors(at) == ""
+    t = _tiles(at)
+    assert t["KV blocks"] == "3,584"
+    assert t["KV tokens"] == "57,344"
+    assert t["Max concurrency at 8,192 tokens"] == "7.00x"
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["KV cache"] == 7 * GIB
+    assert "activation peak" not in stack  # nothing profiled
+    assert "Initial free memory" in at.code[0].value
+    assert "Available KV cache memory" not in at.code[0].value
+    # the inverse: 10 requests of 8192 tokens need 10 x 512 blocks of 2 MiB = 10,240 MiB
+    inv = table(at).set_index("setting")["reaches 10 × 8,192 tokens"]
+    assert inv["kv_cache_memory_bytes"] == f"{10240 * 2**20:,}"
+
+
+def test_vllm_kv_cache_memory_with_a_logged_memory_is_one_error():
+    at = open_page("capacity", **BASE, engine="vllm", ever="0.33.0", ekvmem="7", egiven="7")
+    assert "'available_kv_gib' replaces a profiled available memory" in errors(at)

@@ -6,6 +6,8 @@ What a log fixes that kvcalc can only estimate:
   logged available KV memory. V0's "Memory profiling results" line also gives the device total.
 - vLLM 0.34's extensible KV cache: the "Memory after warmup" line's free + committed memory,
   allocated peak and torch reservation growth, which size its blocks.
+- vLLM --kv-cache-memory-bytes: the "Initial free memory" its line prints (the init snapshot),
+  which kvcalc's check that the cache fits beside the weights starts from.
 - SGLang: the memory in use before the weights load ("Load weight begin. avail mem" against
   the device total), which sets SGLang's own "total".
 `plan(..., calibration=...)` then uses those instead of the estimates, so a calibrated plan of
@@ -31,6 +33,8 @@ COMPARED = (
     ("num_gpu_blocks", "GPU blocks"),
     ("warmup_kv_blocks", "KV cache blocks after warmup (vLLM 0.34 extensible)"),
     ("warmup_transient_gib", "kept for transient activations, GiB (vLLM 0.34)"),
+    ("reserved_kv_gib", "reserved KV cache memory, GiB (kv_cache_memory_bytes)"),
+    ("init_free_gib", "initial free memory, GiB (kv_cache_memory_bytes)"),
     ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
     ("max_concurrency", "maximum concurrency"),
     ("max_total_num_tokens", "SGLang #tokens"),
@@ -55,6 +59,11 @@ def _kvcalc_value(plan, key):
     if key == "warmup_transient_gib":
         on = plan.extensible_kv_cache and plan.activation_bytes is not None
         return round(plan.activation_bytes / GIB, 2) if on else None
+    if key == "reserved_kv_gib":
+        return round(plan.available_kv_cache_bytes / GIB, 2) if plan.initial_free_bytes else None
+    if key == "init_free_gib":
+        free = plan.initial_free_bytes
+        return None if free is None else round(free / GIB, 2)
     return getattr(plan, key, None)
 
 
@@ -73,6 +82,9 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
     if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
         settings.setdefault("speculative_method", logged["speculative_method"])
         settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
+    if engine == "vllm" and "reserved_kv_gib" in logged:  # the flag's bytes, else its line's GiB
+        kv = logged.get("kv_cache_memory_bytes", int(logged["reserved_kv_gib"] * GIB))
+        settings.setdefault("kv_cache_memory_bytes", kv)
     plan = engine_plan(spec, hw, engine, weight_dtype=weight_dtype, **settings)
     rows = []
     for key, label in COMPARED:
@@ -108,6 +120,8 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         learned["warmup_headroom_bytes"] = int(headroom * GIB)
         learned["warmup_transient_bytes"] = int(logged["warmup_peak_gib"] * GIB)
         learned["warmup_growth_bytes"] = int(logged.get("warmup_growth_gib", 0) * GIB)
+    if engine == "vllm" and "init_free_gib" in logged:
+        learned["init_free_bytes"] = int(logged["init_free_gib"] * GIB)
     if engine == "sglang" and "sglang_avail_before_weights_gib" in logged:
         learned["init_used_bytes"] = int(total - logged["sglang_avail_before_weights_gib"] * GIB)
     return Calibration(

@@ -18,6 +18,7 @@ SGLANG_ALTERNATIVE = {
     "--[no-]enable-prefix-caching": "--disable-radix-cache",
     "--mamba-cache-mode": "--disable-radix-cache",
     "--attention-backend": "no flag of that kind that kvcalc models",
+    "--kv-cache-memory-bytes": "no flag of that kind that kvcalc models",
     "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
@@ -42,7 +43,7 @@ def add_engine_args(p) -> None:
         "--engine-version",
         default=None,
         metavar="V",
-        help="engine release (default: the newest read, vllm 0.33.0, sglang 0.5.23)",
+        help="engine release (default: the newest read, vllm 0.34.0, sglang 0.5.23)",
     )
     g.add_argument(
         "--available-kv-gib",
@@ -61,6 +62,15 @@ def add_engine_args(p) -> None:
     g.add_argument("--max-num-seqs", type=int_at_least(1), default=None, metavar="N")
     # vLLM: allocate N KV-cache blocks whatever the memory
     g.add_argument("--num-gpu-blocks-override", type=int_at_least(1), default=None, metavar="N")
+    g.add_argument(
+        "--kv-cache-memory-bytes",
+        "--kv-cache-memory",
+        dest="kv_cache_memory_bytes",
+        default=None,
+        metavar="B",
+        help="vLLM: each GPU's KV-cache memory instead of the profiled one, as vLLM reads it "
+        "(8G = 8 x 2^30, 8g = 8 x 10^9)",
+    )
     g.add_argument(
         "--max-running-requests",
         type=int_at_least(1),
@@ -243,6 +253,7 @@ def engine_settings(args, spec) -> dict:
             attention_backend=args.attention_backend,
             enable_extensible_kv_cache=args.enable_extensible_kv_cache,
             num_gpu_blocks_override=args.num_gpu_blocks_override,
+            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -263,6 +274,7 @@ def engine_settings(args, spec) -> dict:
             ("--attention-backend", args.attention_backend, None),
             ("--[no-]enable-extensible-kv-cache", args.enable_extensible_kv_cache, None),
             ("--num-gpu-blocks-override", args.num_gpu_blocks_override, None),
+            ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

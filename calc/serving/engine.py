@@ -20,6 +20,7 @@ from calc.serving.engine_sglang import SglangConfig, sglang_settings
 from calc.serving.engine_vllm import VllmConfig
 from calc.serving.vllm_block import vllm_default_block
 from calc.serving.vllm_extensible import extensible_on
+from calc.serving.vllm_kv_memory import parse_kv_cache_memory
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -84,9 +85,11 @@ def engine_config(
         kw.setdefault("max_num_batched_tokens", tokens)
         kw.setdefault("max_num_seqs", seqs)
         kw.setdefault("enable_chunked_prefill", chunked)
+        if kw.get("kv_cache_memory_bytes") is not None:  # vLLM's text ("750M") or bytes
+            kw["kv_cache_memory_bytes"] = parse_kv_cache_memory(kw["kv_cache_memory_bytes"], v)
         flag = kw.get("enable_extensible_kv_cache")
-        override = kw.get("num_gpu_blocks_override")
-        kw["enable_extensible_kv_cache"] = extensible_on(v, gpu_vendor, flag, override)
+        sizing = {k: kw.get(k) for k in ("kv_cache_memory_bytes", "num_gpu_blocks_override")}
+        kw["enable_extensible_kv_cache"] = extensible_on(v, gpu_vendor, flag, **sizing)
         kw.setdefault("block_size", vllm_default_block(v, gpu_vendor)[0])
         util = vllm_gpu_memory_utilization(v, kw["enable_extensible_kv_cache"])
         kw.setdefault("gpu_memory_utilization", util)

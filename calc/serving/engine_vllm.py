@@ -14,6 +14,7 @@ from calc.serving.defaults import V1_DEFAULT_FROM
 from calc.serving.engine_base import EngineConfig
 from calc.serving.vllm_draft_group import check_backend_name
 from calc.serving.vllm_extensible import check_extensible_flag
+from calc.serving.vllm_kv_memory import check_kv_cache_memory_flag
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
@@ -60,6 +61,10 @@ class VllmConfig(EngineConfig):
     # --num-gpu-blocks-override: the blocks vLLM allocates whatever the memory (calc.serving.
     # figures: from 0.21.0 the checks plan against them too); turns the extensible cache off
     num_gpu_blocks_override: int | None = Field(default=None, gt=0)
+    # --kv-cache-memory-bytes (0.10.2 on; calc.serving.vllm_kv_memory): every worker's KV-cache
+    # memory in bytes instead of the profiled figure (engine_config reads vLLM's text, "750M");
+    # 0 profiles as without it; any value turns the extensible cache off
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -75,6 +80,7 @@ class VllmConfig(EngineConfig):
         check_method(self.speculative_method, self.num_speculative_tokens)
         check_backend_name(self.attention_backend)
         check_extensible_flag(self.version_tuple, self.enable_extensible_kv_cache)
+        check_kv_cache_memory_flag(self.version_tuple, self.kv_cache_memory_bytes)
         return self
 
     @property

@@ -27,6 +27,7 @@ from calc.serving.evidence_vllm import (
     concurrency_check,
     from_logged_blocks,
     given_memory_checks,
+    kv_memory_checks,
     logged_blocks,
     v4_checks,
 )
@@ -140,6 +141,8 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
         no_weights = [case["weights_not_modelled"]]
     wd = case.get("weight_dtype", "bf16")
     hw = _gpu(case) or load_hardware("h100-sxm")  # the GPU only matters on the derived path
+    if s.get("kv_cache_memory_bytes"):  # the memory is the setting: kvcalc's plan, nothing given
+        return kv_memory_checks(case, spec, hw, wd, s)
     _, _, cfg, lay, _, _, _, _ = prepare(spec, hw, weight_dtype=wd, **s)
     B, L, groups = cfg.block_size, cfg.max_model_len, len(lay.groups)
     out: list[Check] = []

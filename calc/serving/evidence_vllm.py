@@ -235,3 +235,31 @@ def _longest(plan) -> int:
     line = plan.refusal or ""
     key = "estimated maximum model length is "
     return int(line[line.find(key) + len(key) :].split(".")[0]) if key in line else -1
+
+
+def kv_memory_checks(case: dict, spec: ModelSpec, hw, wd, s: dict) -> list[Check]:
+    """--kv-cache-memory-bytes (calc.serving.vllm_kv_memory): the setting, exactly as passed on
+    the command line, is the memory, so kvcalc's own plan (no logged figure given) must print
+    the log's reserved GiB, tokens and concurrency exactly."""
+    cid, log = case["id"], case["logged"]
+    p = engine_plan(spec, hw, weight_dtype=wd, **s)
+    note = f"--kv-cache-memory-bytes {s['kv_cache_memory_bytes']}"
+    out = []
+    if "reserved_kv_gib" in log:
+        line = next(x for x in p.log_lines if x.startswith("Initial free memory"))
+        got = _between(line, ", reserved ", "GiB memory").strip()
+        out.append(
+            _eq(cid, "reserved KV cache memory, GiB", str(log["reserved_kv_gib"]), got, note)
+        )
+    for key, label in (
+        ("num_gpu_blocks", "GPU blocks"),
+        ("gpu_kv_cache_tokens", "GPU KV cache size, tokens"),
+    ):
+        if key in log:
+            out.append(_eq(cid, label, log[key], getattr(p, key), note))
+    if "max_concurrency" in log:
+        want, got = f"{log['max_concurrency']:.2f}", f"{p.max_concurrency:.2f}"
+        out.append(_eq(cid, "maximum concurrency", want, got, note))
+    if "weights_gib" in log:
+        out.append(_pct(cid, "weights_gib", log["weights_gib"], p.weights_bytes / GIB))
+    return out

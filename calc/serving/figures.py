@@ -146,6 +146,12 @@ def vllm_available(config, weights, total, act, nt, cg, utilization) -> list:
     return [m.vllm_available_bytes(total, utilization, w, act, nt, cg) for w in weights]
 
 
+def vllm_set_memory(config, weights) -> list:
+    """--kv-cache-memory-bytes: every pipeline rank's available memory (calc.serving.
+    vllm_kv_memory)."""
+    return [config.kv_cache_memory_bytes] * len(weights)
+
+
 def vllm_derived_memory(config, weights, total, act, nt, cg, utilization, hw, calibration):
     """(available memory per pipeline rank, each rank's (kv, headroom, requested) of 0.34.0's
     extensible-cache measurement or None). The extensible cache's profile makes no CUDA-graph

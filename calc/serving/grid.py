@@ -17,6 +17,7 @@ from calc.serving.defaults_sglang import sglang_version, sglang_vlm_runner_scale
 from calc.serving.overheads import overheads
 from calc.serving.plan import GIB, prepare
 from calc.serving.vllm_drafter import drafter_modelled
+from calc.serving.vllm_kv_memory import check_one_memory, sets_memory
 from calc.serving.vllm_spec import check_derivable
 
 
@@ -77,8 +78,11 @@ def engine_plan_grid(
         if not cfg.is_v1:
             raise ValueError(f"'version' {cfg.version} is a V0 engine: grids model V1 (0.8.0 on)")
         measured = None
+        check_one_memory(given, cfg)
         if given is not None:
             per_rank = [f.given_bytes(given)] * len(weights)
+        elif sets_memory(cfg):  # --kv-cache-memory-bytes: the utilization has no effect
+            per_rank = [np.full(n_rows, b, dtype=np.int64) for b in f.vllm_set_memory(cfg, weights)]
         else:
             check_derivable(cfg.speculative_method)
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))

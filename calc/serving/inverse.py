@@ -3,6 +3,8 @@
 - `utilization_for`: the smallest gpu_memory_utilization (vLLM) or mem_fraction_static
   (SGLang) whose plan reports max_concurrency >= C for max_model_len = L, to 0.01 (the
   precision people pass). The memory each needs is the plan's, so the answer is the plan's.
+- `kv_cache_memory_for`: vLLM, the least --kv-cache-memory-bytes (whole MiB) whose plan
+  reaches C: with that flag the utilization sizes nothing.
 - `max_model_len_for`: the longest max_model_len (whole blocks) with concurrency >= C.
 - `tp_for`: the fewest tensor-parallel GPUs (a divisor the model allows) that reach C. Only the
   split rules of every engine are checked up front (calc.sharding.check_split), not the generic
@@ -31,6 +33,23 @@ def utilization_for(model, gpu, engine: str, concurrency: float, **settings) -> 
         plan = engine_plan(model, gpu, engine, **{**settings, key: mid / 100})
         if _reaches(plan, concurrency):
             best, hi = mid / 100, mid - 1
+        else:
+            lo = mid + 1
+    return best
+
+
+def kv_cache_memory_for(model, gpu, concurrency: float, **settings) -> int | None:
+    """The least kv_cache_memory_bytes, in whole MiB, whose vLLM plan reaches C (None: not even
+    with the whole GPU, or refused for another reason)."""
+    from calc.serving.hardware import resolve_hardware
+
+    mib = 2**20
+    lo, hi, best = 1, resolve_hardware(gpu).total_memory_bytes // mib, None
+    while lo <= hi:  # concurrency grows with the memory: bisect on MiB
+        mid = (lo + hi) // 2
+        plan = engine_plan(model, gpu, "vllm", **{**settings, "kv_cache_memory_bytes": mid * mib})
+        if _reaches(plan, concurrency):
+            best, hi = mid * mib, mid - 1
         else:
             lo = mid + 1
     return best

@@ -10,6 +10,8 @@ mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, warmup_free
 warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
 warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
+init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
+its non-default args),
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
 scheduler line), max_mamba_cache_size, engine.
@@ -95,6 +97,12 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
     "warmup_kv_blocks": re.compile(rf"; {_NUM} KV cache blocks \({_NUM} GiB\) fit within"),
     # vLLM's group padding warning (calc.serving.vllm_spec.padding_lines): the first kind's
+    # --kv-cache-memory-bytes (calc.serving.vllm_kv_memory): "Initial free memory F GiB, reserved
+    # X GiB memory for KV Cache as specified by kv_cache_memory_bytes" ("X.XXGiB" up to 0.11.0)
+    "init_free_gib": re.compile(rf"Initial free memory {_NUM} GiB, reserved"),
+    "reserved_kv_gib": re.compile(rf"reserved {_NUM} ?GiB memory for KV Cache as specified"),
+    # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
+    "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
@@ -111,6 +119,7 @@ LLMD_JSON = {
 for _json_key, _key in LLMD_JSON.items():
     PATTERNS.setdefault(f"llmd:{_json_key}", re.compile(rf'"{_json_key}": {_NUM}'))
 _INT_KEYS = {
+    "kv_cache_memory_bytes",
     "kv_cache_capacity_tokens",
     "gpu_kv_cache_tokens",
     "num_gpu_blocks",

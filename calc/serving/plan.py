@@ -14,7 +14,8 @@ vLLM 0.34.0's extensible KV cache (on by default on CUDA and ROCm): that sum, at
 gpu_memory_utilization 1.0 and without the CUDA-graph estimate, is only the reserved capacity;
 the blocks are those of the memory measured after warmup and capture (calc.serving.
 vllm_extensible), and a given `available_kv_gib` is that measured budget (the "N KV cache blocks
-(X GiB)" of its "Memory after warmup" line).
+(X GiB)" of its "Memory after warmup" line). --kv-cache-memory-bytes sets every worker's memory
+instead (calc.serving.vllm_kv_memory).
 SGLang: rest = total x mem_fraction_static - weights; tokens = rest // cell (see memory.py).
 """
 
@@ -50,6 +51,8 @@ from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
+from calc.serving.vllm_extensible import init_free_bytes
+from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
@@ -227,11 +230,21 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
     mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd, config.version_tuple)
     extensible = config.enable_extensible_kv_cache
-    measured = warm = None
-    if given_gib is not None:
+    measured = warm = reserved = init_free = None
+    kv_set = sets_memory(config)  # --kv-cache-memory-bytes: each worker's memory, unprofiled
+    check_one_memory(given_gib, config)
+    if given_gib is not None or kv_set:
         act = nt = cg = None
-        avail = [f.given_bytes(given_gib)] * len(weights)
-        source = "given"
+        if kv_set:
+            avail = f.vllm_set_memory(config, weights)
+            init_free = (calibration or {}).get("init_free_bytes") or init_free_bytes(
+                total, config.gpus_per_replica, hw
+            )
+            reserved = reserved_line(config.version_tuple, init_free, avail[0])
+            source = "kv_cache_memory_bytes"
+        else:
+            avail = [f.given_bytes(given_gib)] * len(weights)
+            source = "given"
     else:
         check_derivable(config.speculative_method)
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
@@ -242,7 +255,11 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
     r = f.vllm_figures(lay, config, avail, L, measured)
     page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
     tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
-    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given_gib is not None)
+    given = given_gib is not None
+    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved)
+    if kv_set and refusal is None:
+        refusal = oom_refusal(avail[0], max(weights), init_free)
+        lines += [f"torch.OutOfMemoryError: {refusal}"] if refusal else []
     a = r["logged_available"]  # the profiled memory determine_available_memory logged
     return EnginePlan(
         **identity(spec, hw, config, kd, source, total),
@@ -262,6 +279,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
         refusal=refusal,
         extensible_kv_cache=bool(extensible),
         measured_kv_cache_bytes=None if measured is None else int(measured[rank]),
+        initial_free_bytes=init_free,
         speculative_method=canonical_method(config.speculative_method),
         num_speculative_tokens=lay.speculation.tokens or None,
         draft_layers=lay.speculation.draft_layers,

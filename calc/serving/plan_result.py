@@ -18,7 +18,8 @@ class EnginePlan(Result):
     max_model_len: int
     max_num_batched_tokens: int | None  # vLLM: the profile run's batch
     kv_cache_dtype: str
-    source: str  # "derived", "given" (available_kv_gib) or "calibrated"
+    # "derived", "given" (available_kv_gib), "calibrated" or "kv_cache_memory_bytes" (vLLM's flag)
+    source: str
     total_memory_bytes: int
     # None: not modelled (DeepSeek-V4; a vLLM MTP drafter calc.serving.vllm_drafter cannot size)
     weights_bytes: int | None  # vLLM MTP: the drafter's included, as "Model loading took"
@@ -38,6 +39,9 @@ class EnginePlan(Result):
     # post-warmup measurement leaves (kvcalc's model of it; None when given or off)
     extensible_kv_cache: bool = False
     measured_kv_cache_bytes: int | None = None
+    # vLLM --kv-cache-memory-bytes (calc.serving.vllm_kv_memory): the init snapshot's free memory
+    # its line prints, kvcalc's estimate (a calibration's when given); None otherwise
+    initial_free_bytes: int | None = None
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)

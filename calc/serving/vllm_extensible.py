@@ -7,8 +7,8 @@ public yet).
 
 When: on by default on CUDA and ROCm (--enable-extensible-kv-cache / --no-...; None decides),
 off elsewhere or where the driver has no virtual-memory management (not modelled), and off with
-kv_cache_memory_bytes, num_gpu_blocks_override, elastic EP and some KV connectors (settings
-kvcalc does not take). gpu_memory_utilization then defaults to 1.0 (resolved_gpu_memory_
+kv_cache_memory_bytes or num_gpu_blocks_override (both taken), elastic EP and some KV
+connectors (settings kvcalc does not take). gpu_memory_utilization then defaults to 1.0 (resolved_gpu_memory_
 utilization); a given one still caps the budget.
 
 What vLLM does with it on:
@@ -63,25 +63,32 @@ def check_extensible_flag(version: tuple[int, ...], flag: bool | None) -> None:
 
 
 def extensible_on(
-    version: tuple[int, ...], vendor: str, flag: bool | None, blocks_override: int | None = None
+    version: tuple[int, ...],
+    vendor: str,
+    flag: bool | None,
+    kv_cache_memory_bytes: int | None = None,
+    num_gpu_blocks_override: int | None = None,
 ) -> bool:
     """_resolve_extensible_kv_cache: on where supported when not given; a request where it is
-    not supported is vLLM's error."""
+    not supported is vLLM's error (its reasons in its order: the platform, then the settings that
+    size the cache otherwise)."""
     check_extensible_flag(version, flag)
     if tuple(version[:3]) < EXTENSIBLE_FROM or flag is False:
         return False
-    if blocks_override is not None:
-        if flag:
-            raise ValueError(
-                "enable_extensible_kv_cache: it sizes the KV cache from measured memory, which "
-                "num_gpu_blocks_override overrides."
-            )
-        return False
+    unsupported = None
     if vendor not in MARGIN_FLOOR:
-        if flag:
-            raise ValueError("enable_extensible_kv_cache: it is only supported on CUDA and ROCm.")
-        return False
-    return True
+        unsupported = "it is only supported on CUDA and ROCm"
+    else:
+        for name, value in (
+            ("kv_cache_memory_bytes", kv_cache_memory_bytes),
+            ("num_gpu_blocks_override", num_gpu_blocks_override),
+        ):
+            if value is not None:
+                unsupported = f"it sizes the KV cache from measured memory, which {name} overrides"
+                break
+    if unsupported is not None and flag:
+        raise ValueError(f"enable_extensible_kv_cache: {unsupported}.")
+    return unsupported is None
 
 
 def _floor(x):
@@ -108,6 +115,12 @@ def blocks_within(kv_bytes, page_bytes: int, segments: int, capacity_blocks):
     return _minimum(_minimum(kv_bytes // (segments * page_bytes), pages_fit), capacity_blocks)
 
 
+def init_free_bytes(total: int, ranks: int, hw) -> int:
+    """kvcalc's estimate of a worker's init snapshot (its free memory): the total less the CUDA
+    context and NCCL's buffers of the `ranks` (TP x PP) world; other processes are not seen."""
+    return total - sum(init_used_parts(ranks, hw).values())
+
+
 def measured_kv_bytes(
     total, utilization, weights, act, non_torch, graphs, tp: int, hw, calibration=None
 ):
@@ -115,7 +128,7 @@ def measured_kv_bytes(
     docstring); headroom = free + committed. A calibration from a 0.34 log's "Memory after
     warmup" line (calc.serving.calibrate: warmup_headroom_bytes, warmup_transient_bytes,
     warmup_growth_bytes) replaces the modelled headroom, transient peak and growth."""
-    init_free = total - sum(init_used_parts(tp, hw).values())
+    init_free = init_free_bytes(total, tp, hw)
     if isinstance(utilization, np.ndarray):
         requested = np.ceil(total * utilization).astype(np.int64)
     else:

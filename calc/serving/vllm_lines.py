@@ -29,10 +29,11 @@ def v1_refusal(config, r, max_model_len) -> str | None:
     return rf.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
 
 
-def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool):
+def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, reserved=None):
     """(lines, refusal) for figures `r` (calc.serving.figures.vllm_figures); `mtp`: a drafter whose
     weights are not modelled (no load line); `warm`: each rank's (kv, headroom, requested) of the
-    extensible cache's measurement, else None; `given`: planned from a given memory."""
+    extensible cache's measurement, else None; `given`: planned from a given memory; `reserved`:
+    --kv-cache-memory-bytes's line, in place of the available memory's (vllm_kv_memory)."""
     L, B, page, rank = config.max_model_len, r["block_size"], r["page_bytes"], r["rank"]
     n = r["num_gpu_blocks"]
     a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
@@ -57,7 +58,9 @@ def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool):
     else:
         refusal = v1_refusal(config, r, L)
         cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
-        if not (given and config.enable_extensible_kv_cache):  # given: the measured budget
+        if reserved is not None:
+            lines.append(reserved)
+        elif not (given and config.enable_extensible_kv_cache):  # given: the measured budget
             lines += [f"Available KV cache memory: {a / GIB:.2f} GiB"]
         lines += [*override, *padding_lines(lay), *([cp] if cp else [])]
         if warm is not None:
