@@ -43,8 +43,8 @@ def test_full_list():
     from test_presets_modern import MODERN
 
     # + deepseek-v4-flash; + minimax-m2.5, kimi-k2.5, glm-4.7-flash, glm-5; + 2 Mamba-2 hybrids;
-    # + deepseek-v3.2; + qwen3.5-27b, qwen3.5-35b-a3b
-    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 40
+    # + deepseek-v3.2; + qwen3.5-27b, qwen3.5-35b-a3b; + qwen3.5-4b, qwen2.5-3b
+    assert len(EXPECTED_PRESETS) == 36 and len(MODERN) == 42
     assert calc.list_presets() == sorted([*EXPECTED_PRESETS, *MODERN])
 
 

@@ -70,6 +70,8 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
         ("400B", REL, total, 0.01, "size label; " + MULTIMODAL),
         ("17B", ROUND, active, 0, CARD),
     ),
+    # Qwen2.5-3B-Instruct card (3.09B); 3,085,938,688 is also the Hub's safetensors count
+    "qwen2.5-3b": (("3.09B", ROUND, total, 0, CARD), None),
     "qwen2.5-7b": (("7.61B", TRUNCATE, total, 0, "Qwen2.5 card, truncated"), None),
     "qwen2.5-72b": (("72.7B", ROUND, total, 0, CARD), None),
     "qwen3-0.6b": (("0.6B", ROUND, total, 0, CARD), None),
@@ -82,7 +84,9 @@ MODERN: dict[str, tuple[Claim, Claim | None]] = {
         ("3B", TRUNCATE, active_less_tables, 0, "'A3B' size label, embedding and head excluded"),
     ),
     # Qwen3.5: the language model (vision tower and MTP layer aside: tests/test_hub_counts.py
-    # checks the checkpoint's count with them); 26.90B and 34.66B, 3.45B active with the tables
+    # checks the checkpoint's count with them); 4.21B, 26.90B and 34.66B, 3.45B active with the
+    # tables
+    "qwen3.5-4b": (("4B", ROUND, total, 0, "the '4B' size label"), None),
     "qwen3.5-27b": (("27B", ROUND, total, 0, "the '27B' size label"), None),
     "qwen3.5-35b-a3b": (
         ("35B", ROUND, total, 0, "transformers docs qwen3_5_moe.md: '35B total/3B active'"),

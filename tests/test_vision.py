@@ -26,6 +26,7 @@ CONFIGS = {
     "llama-4-scout": FIXTURES / "hf" / "modern" / "llama-4-scout.json",
     "qwen3.5-27b": FIXTURES / "checkpoints" / "hub-configs" / "qwen3.5-27b.json",
     "qwen3.5-35b-a3b": FIXTURES / "checkpoints" / "hub-configs" / "qwen3.5-35b-a3b.json",
+    "qwen3.5-4b": FIXTURES / "hf" / "modern" / "qwen3.5-4b.json",
 }
 
 
