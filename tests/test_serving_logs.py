@@ -109,6 +109,8 @@ def test_the_excerpt_parses_to_the_logged_figures(case):
         "max_mamba_cache_size",
         "attention_block_size",
         "mamba_page_padding_pct",
+        "reserved_kv_gib",
+        "init_free_gib",
     )
     prose = case.get("prose_figures", [])  # a report's own words, quoted in the excerpt
     for key in keys:

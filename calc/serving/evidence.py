@@ -71,6 +71,9 @@ def _gpu(case: dict):
     try:
         hw = load_hardware(case.get("gpu", ""))
     except ValueError:
+        if "gpu_vendor" in case:  # a GPU with no preset: its vendor's rules (vLLM's platform)
+            update = {"name": case["gpu"], "vendor": case["gpu_vendor"]}
+            return load_hardware("h100-sxm").model_copy(update=update)
         if "total_gpu_memory_gib" not in case:
             return None
         # a GPU the log does not name: only the memory CUDA reported is used (V0's sums and
@@ -124,7 +127,7 @@ def _page_checks(case: dict, cfg, lay) -> list[Check]:
     """vLLM's hybrid config lines (the attention block raised for a linear layer's state, the
     state page's padding): from the model's shapes alone (calc.serving.vllm_mamba.page_lines)."""
     log, out = case["logged"], []
-    B = lay.block_size(cfg.block_size)
+    B = lay.hybrid_block_size(cfg.block_size)  # the lines print it before a platform's rounding
     if "attention_block_size" in log:
         out.append(_eq(case["id"], "attention block size", log["attention_block_size"], B))
     if "mamba_page_padding_pct" in log:

@@ -19,6 +19,7 @@ from calc.serving.plan import GIB, prepare
 from calc.serving.vllm_drafter import drafter_modelled
 from calc.serving.vllm_kv_memory import check_one_memory, sets_memory
 from calc.serving.vllm_spec import check_derivable
+from calc.serving.vllm_xpu import check_xpu_derivable
 
 
 def _drafter_unknown(spec, cfg, lay, wd) -> bool:
@@ -85,6 +86,7 @@ def engine_plan_grid(
             per_rank = [np.full(n_rows, b, dtype=np.int64) for b in f.vllm_set_memory(cfg, weights)]
         else:
             check_derivable(cfg.speculative_method)
+            check_xpu_derivable(hw.vendor)
             u = cols.get("gpu_memory_utilization", np.full(n_rows, cfg.gpu_memory_utilization))
             act, nt, cg = overheads(spec, cfg, wd, calibration, hw)
             per_rank, warm = f.vllm_derived_memory(

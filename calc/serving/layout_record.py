@@ -52,10 +52,20 @@ class KVLayout:
     # vLLM from 0.25.1: a linear layer's state raises the block in multiples of
     # max(kernel block, block_size) (calc.serving.vllm_block), before in multiples of 16
     kernel_from_block: bool = False
+    # vLLM on Intel XPU from 0.20.0: a Gated DeltaNet model's block rounded up to a multiple of
+    # 64 after the raise for its state (calc.serving.vllm_xpu); 1: none
+    platform_multiple: int = 1
 
     def block_size(self, configured: int) -> int:
-        """The attention block vLLM uses: `block_size`, raised for a linear layer's state, or
-        the one the backend forces."""
+        """The attention block vLLM uses: `block_size`, raised for a linear layer's state (then
+        to the platform's multiple), or the one the backend forces."""
+        b = self.hybrid_block_size(configured)
+        m = self.platform_multiple
+        return b if m == 1 or self.forced_block else cdiv(b, m) * m
+
+    def hybrid_block_size(self, configured: int) -> int:
+        """The block the base platform leaves: `block_size` raised for a linear layer's state,
+        or the one the backend forces."""
         if self.forced_block:
             return self.forced_block
         if not self.state_bytes:

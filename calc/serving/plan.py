@@ -62,6 +62,12 @@ from calc.serving.vllm_spec import (
     check_derivable,
     speculation,
 )
+from calc.serving.vllm_xpu import (
+    check_xpu,
+    check_xpu_derivable,
+    check_xpu_layout,
+    xpu_block_multiple,
+)
 from calc.spec import ModelSpec
 
 
@@ -122,6 +128,7 @@ def prepare(
         check_transport(config, hw.vendor)  # --mm-feature-transport
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
+        check_xpu(hw.vendor, v)
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
@@ -169,6 +176,9 @@ def prepare(
         lay = replace(lay, block_line=block_line)
     if config.engine == "vllm" and lay.state_bytes and v >= KERNEL_FROM_BLOCK_FROM:
         lay = replace(lay, kernel_from_block=True)  # the raised block's multiple (vllm_block)
+    if config.engine == "vllm" and lay.state_bytes:  # Intel XPU's GDN block (vllm_xpu)
+        lay = replace(lay, platform_multiple=xpu_block_multiple(spec, hw.vendor, v))
+        check_xpu_layout(lay, config.block_size)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)
     else:  # the draft's layers, which SGLang's pool counts from 0.5.14
@@ -247,6 +257,7 @@ def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration)
             source = "given"
     else:
         check_derivable(config.speculative_method)
+        check_xpu_derivable(hw.vendor)
         act, nt, cg = overheads(spec, config, wd, calibration, hw)
         u = config.gpu_memory_utilization
         avail, warm = f.vllm_derived_memory(config, weights, total, act, nt, cg, u, hw, calibration)

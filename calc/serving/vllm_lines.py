@@ -8,6 +8,7 @@ from calc.serving.vllm_dcp import dcp_line
 from calc.serving.vllm_extensible import committed_bytes, warmup_line
 from calc.serving.vllm_mamba import page_lines
 from calc.serving.vllm_spec import method_lines, padding_lines
+from calc.serving.vllm_xpu import xpu_lines
 
 GIB = 2**30
 ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
@@ -38,6 +39,7 @@ def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, rese
     n = r["num_gpu_blocks"]
     a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
     lines = [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
+    lines += xpu_lines(lay, config.block_size, config.version_tuple)
     if not mtp:
         lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
     if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)

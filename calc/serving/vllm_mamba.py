@@ -244,7 +244,7 @@ def page_lines(lay, configured_block: int) -> list[str]:
     padding to the attention page, 100 x (page - state) / state to 2 decimals."""
     if not lay.state_bytes:
         return []
-    out, B = [], lay.block_size(configured_block)
+    out, B = [], lay.hybrid_block_size(configured_block)  # before a platform's rounding
     if B > configured_block:
         out.append(
             f"Setting attention block size to {B} tokens to ensure that attention page size "
@@ -259,5 +259,6 @@ def page_lines(lay, configured_block: int) -> list[str]:
 
 
 def padding_pct(lay, block_size: int) -> float:
-    """mamba_padding_pct: 100 x (attention page - state) / state, for the block vLLM uses."""
+    """mamba_padding_pct: 100 x (attention page - state) / state, for the block the base
+    platform leaves (KVLayout.hybrid_block_size)."""
     return 100 * (lay.page_bytes(block_size) - lay.state_bytes) / lay.state_bytes
