@@ -310,3 +310,24 @@ def test_parse_log_reads_the_reserved_line():
     )
     assert old["init_free_gib"] == 77.912109375 and old["reserved_kv_gib"] == 7.0
     assert old["kv_cache_memory_bytes"] == 5713920000
+
+
+def test_calibrate_reads_the_reserved_line_and_learns_the_free_memory(tmp_path, capsys):
+    # the XPU run of Qwen2.5-Coder-3B (the shapes of presets/models/qwen2.5-3b.toml)
+    log = tmp_path / "xpu.log"
+    log.write_text(XPU_EXCERPT)
+    argv = ["calibrate", str(log), "qwen2.5-3b", "--gpu", "h100-sxm", "--engine-version", "0.21.0",
+            "--kv-cache-memory-bytes", "750M", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    import json
+
+    cal = json.loads(capsys.readouterr().out)
+    rows = {r["figure"]: r for r in cal["rows"]}
+    assert rows["reserved KV cache memory, GiB (kv_cache_memory_bytes)"]["kvcalc"] == 0.73
+    # 786,432,000 // (16 x 36 x 2 x 128 x 2 x 2 B) = 1,333 blocks; int(1333 / 1024 x 16384)
+    assert rows["GPU KV cache size, tokens"]["kvcalc"] == 21328
+    assert cal["learned"]["init_free_bytes"] == int(10.18 * GIB)
+    p = engine_plan("qwen2.5-3b", "h100-sxm", "vllm", version="0.21.0", max_model_len=16384,
+                    kv_cache_memory_bytes="750M", calibration=cal["learned"])  # fmt: skip
+    assert p.initial_free_bytes == int(10.18 * GIB)
+    assert "Initial free memory 10.18 GiB, reserved 0.73 GiB" in p.log_lines[1]

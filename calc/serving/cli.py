@@ -37,6 +37,14 @@ def add_commands(subparsers) -> None:
         help="the run's gpu_memory_utilization (default: the log's, else the release's)",
     )
     p.add_argument("--weights", default=None, metavar="D", help="--dtype (default: auto)")
+    p.add_argument(
+        "--kv-cache-memory-bytes",
+        "--kv-cache-memory",
+        dest="kv_cache_memory_bytes",
+        default=None,
+        metavar="B",
+        help="vLLM: the run's flag (default: the log's non-default args, else its reserved GiB)",
+    )
     p.add_argument("--out", default=None, metavar="FILE", help="save the calibration here")
 
 
@@ -123,6 +131,7 @@ def cmd_calibrate(args) -> int:
         "tensor_parallel_size": args.tp,
         "pipeline_parallel_size": args.pp,
         "gpu_memory_utilization": args.util,
+        "kv_cache_memory_bytes": args.kv_cache_memory_bytes,
     }
     cal = calibrate(text, args.model, args.gpu, weight_dtype=args.weights, **settings)
     if args.out:
