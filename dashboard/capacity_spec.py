@@ -98,7 +98,7 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         with st.columns(4)[0]:
             gib = ui.optional_input(
                 "ekvmem",
-                "KV cache memory per GPU, GiB (--kv-cache-memory-bytes)",
+                "kv_cache_memory_bytes, GiB",
                 0.01,
                 MAX_GIVEN_GIB,
                 whole=False,

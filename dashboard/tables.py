@@ -193,9 +193,12 @@ def engine_inverse(inv: pd.DataFrame, concurrency: int, length: int) -> pd.DataF
     separators, "not reachable" where no value reaches the target."""
     head = f"reaches {concurrency:,} × {length:,} tokens"
 
-    def shown(v) -> str:
+    def shown(setting, v) -> str:
         if v is None or (isinstance(v, float) and math.isnan(v)):
             return "not reachable"
+        if setting == "kv_cache_memory_bytes":  # bytes, as the flag takes them, and in GiB
+            return f"{int(v):,} ({int(v) / 2**30:,.2f} GiB)"
         return f"{v:.2f}" if isinstance(v, float) and v < 1 else f"{int(v):,}"
 
-    return pd.DataFrame({"setting": inv["setting"], head: [shown(v) for v in inv["value"]]})
+    cells = [shown(k, v) for k, v in zip(inv["setting"], inv["value"], strict=True)]
+    return pd.DataFrame({"setting": inv["setting"], head: cells})

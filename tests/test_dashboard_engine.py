@@ -427,7 +427,7 @@ def test_vllm_kv_cache_memory_bytes_sets_the_cache_and_its_inverse():
     assert "Available KV cache memory" not in at.code[0].value
     # the inverse: 10 requests of 8192 tokens need 10 x 512 blocks of 2 MiB = 10,240 MiB
     inv = table(at).set_index("setting")["reaches 10 × 8,192 tokens"]
-    assert inv["kv_cache_memory_bytes"] == f"{10240 * 2**20:,}"
+    assert inv["kv_cache_memory_bytes"] == f"{10240 * 2**20:,} (10.00 GiB)"
 
 
 def test_vllm_kv_cache_memory_with_a_logged_memory_is_one_error():
