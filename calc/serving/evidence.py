@@ -201,6 +201,12 @@ def _vllm(case: dict, spec: ModelSpec) -> list[Check]:
             nt = log["non_torch_gib"]
             out.append(_abs(cid, "non_torch_gib", nt, p.non_torch_bytes / GIB))
         out.append(_pct(cid, "available_kv_cache_gib", x, p.available_kv_cache_bytes / GIB))
+        s_log, s_mine = (
+            log.get("suggested_kv_cache_memory_bytes"),
+            p.suggested_kv_cache_memory_bytes,
+        )
+        if s_log is not None and s_mine is not None:  # vllm_suggestion
+            out.append(_pct(cid, "suggested --kv-cache-memory, GiB", s_log / GIB, s_mine / GIB))
         if "warmup_kv_gib" in log and p.measured_kv_cache_bytes is not None:  # vLLM 0.34
             mine = p.num_gpu_blocks * p.page_bytes * max(lay.rank_layers) / GIB
             out.append(_pct(cid, "KV cache after warmup, GiB", log["warmup_kv_gib"], mine))

@@ -8,6 +8,8 @@ HALF = 0.005  # GiB printed to 2 decimals
 TARGETS = {"weights_gib": 0.5, "available_kv_cache_gib": 2.0, "activation_gib": 2.0}
 # vLLM 0.34.0: the KV cache the post-warmup measurement sizes (the issue's 2 % on KV memory)
 TARGETS["KV cache after warmup, GiB"] = 2.0
+# vLLM 0.26+'s suggested --kv-cache-memory: the available memory less the captured graphs
+TARGETS["suggested --kv-cache-memory, GiB"] = 2.0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
 warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
-its non-default args),
+its non-default args), suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
+"Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
 scheduler line), max_mamba_cache_size, engine.
@@ -101,6 +102,12 @@ PATTERNS: dict[str, re.Pattern] = {
     # X GiB memory for KV Cache as specified by kv_cache_memory_bytes" ("X.XXGiB" up to 0.11.0)
     "init_free_gib": re.compile(rf"Initial free memory {_NUM} GiB, reserved"),
     "reserved_kv_gib": re.compile(rf"reserved {_NUM} ?GiB memory for KV Cache as specified"),
+    # 0.26+ after capture (calc.serving.vllm_suggestion): "Free memory on device (F/T GiB) on
+    # startup. ... `--kv-cache-memory=N` (X GiB) to fit into requested memory"
+    "startup_free_gib": re.compile(rf"Free memory on device \({_NUM}/{_NUM} GiB\) on startup"),
+    "suggested_kv_cache_memory_bytes": re.compile(
+        rf"`--kv-cache-memory={_NUM}` \([^)]*\) to fit into requested memory"
+    ),
     # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
@@ -119,6 +126,7 @@ LLMD_JSON = {
 for _json_key, _key in LLMD_JSON.items():
     PATTERNS.setdefault(f"llmd:{_json_key}", re.compile(rf'"{_json_key}": {_NUM}'))
 _INT_KEYS = {
+    "suggested_kv_cache_memory_bytes",
     "kv_cache_memory_bytes",
     "kv_cache_capacity_tokens",
     "gpu_kv_cache_tokens",
@@ -177,6 +185,9 @@ def parse_log(text: str) -> dict:
         elif key == "warmup_kv_blocks":  # the measured blocks (the worker's; before the min)
             out[key] = _num(match.group(1), key)
             out["warmup_kv_gib"] = _num(match.group(2), "warmup_kv_gib")
+        elif key == "startup_free_gib":  # the init snapshot: free / total
+            out.setdefault("init_free_gib", _num(match.group(1), key))
+            out.setdefault("total_gpu_memory_gib", _num(match.group(2), key))
         elif key == "sglang_avail_after_weights_gib":
             out[key] = _num(match.group(1), key)
             out["weights_gib"] = _num(match.group(2), key)

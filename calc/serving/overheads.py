@@ -242,3 +242,13 @@ def cudagraph_bytes(spec, config) -> int:
             )
         return 0
     return int((CUDAGRAPH_ESTIMATE_GIB if given is None else given) * GIB)
+
+
+def captured_cudagraph_bytes(config) -> int:
+    """The graphs' pool after capture (vLLM's "CUDAGraph memory" of its suggestion line,
+    calc.serving.vllm_suggestion): kvcalc's one estimate, whether or not the release subtracts it
+    beforehand; none with enforce_eager."""
+    if config.enforce_eager:
+        return 0
+    given = config.cudagraph_memory_gib
+    return int((CUDAGRAPH_ESTIMATE_GIB if not given else given) * GIB)

@@ -25,17 +25,16 @@ from dataclasses import replace
 
 from calc.activation import activation_dtype
 from calc.presets import resolve_model
-from calc.serving import figures as f
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
 from calc.serving.hardware import HardwareSpec, cuda_capability, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
 from calc.serving.layout import kv_layout
-from calc.serving.overheads import overheads
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
 from calc.serving.plan_v4 import v4_engine_plan
+from calc.serving.plan_vllm import vllm_plan
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_archs import check_architecture
 from calc.serving.sglang_budget import check_transport
@@ -50,21 +49,16 @@ from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
-from calc.serving.vllm_drafter import drafter_modelled, vllm_mtp_drafter_bytes
-from calc.serving.vllm_extensible import init_free_bytes
-from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
+from calc.serving.vllm_drafter import vllm_mtp_drafter_bytes
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_spec import (
     Speculation,
-    canonical_method,
-    check_derivable,
     speculation,
 )
 from calc.serving.vllm_xpu import (
     check_xpu,
-    check_xpu_derivable,
     check_xpu_layout,
     xpu_block_multiple,
 )
@@ -232,67 +226,4 @@ def engine_plan(
     )
     if config.engine == "sglang":
         return sglang_plan(spec, hw, config, lay, weights, kd, total, available_kv_gib, calibration)
-    return _vllm(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)
-
-
-def _vllm(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibration) -> EnginePlan:
-    L = config.max_model_len
-    # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
-    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd, config.version_tuple)
-    extensible = config.enable_extensible_kv_cache
-    measured = warm = reserved = init_free = None
-    kv_set = sets_memory(config)  # --kv-cache-memory-bytes: each worker's memory, unprofiled
-    check_one_memory(given_gib, config)
-    if given_gib is not None or kv_set:
-        act = nt = cg = None
-        if kv_set:
-            avail = f.vllm_set_memory(config, weights)
-            init_free = (calibration or {}).get("init_free_bytes") or init_free_bytes(
-                total, config.gpus_per_replica, hw
-            )
-            reserved = reserved_line(config.version_tuple, init_free, avail[0])
-            source = "kv_cache_memory_bytes"
-        else:
-            avail = [f.given_bytes(given_gib)] * len(weights)
-            source = "given"
-    else:
-        check_derivable(config.speculative_method)
-        check_xpu_derivable(hw.vendor)
-        act, nt, cg = overheads(spec, config, wd, calibration, hw)
-        u = config.gpu_memory_utilization
-        avail, warm = f.vllm_derived_memory(config, weights, total, act, nt, cg, u, hw, calibration)
-        measured = None if warm is None else [x[0] for x in warm]
-        source = "calibrated" if calibration else "derived"
-    r = f.vllm_figures(lay, config, avail, L, measured)
-    page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
-    tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
-    given = given_gib is not None
-    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved)
-    if kv_set and refusal is None:
-        refusal = oom_refusal(avail[0], max(weights), init_free)
-        lines += [f"torch.OutOfMemoryError: {refusal}"] if refusal else []
-    a = r["logged_available"]  # the profiled memory determine_available_memory logged
-    return EnginePlan(
-        **identity(spec, hw, config, kd, source, total),
-        max_num_batched_tokens=config.max_num_batched_tokens,
-        weights_bytes=None if mtp else max(weights),
-        weights_gib=None if mtp else round(max(weights) / GIB, 4),
-        activation_bytes=act,
-        non_torch_bytes=nt,
-        cudagraph_bytes=cg,
-        available_kv_cache_bytes=a,
-        available_kv_cache_gib=round(a / GIB, 2),
-        kv_groups=groups,
-        page_bytes=page,
-        num_gpu_blocks=n,
-        gpu_kv_cache_tokens=tokens,
-        max_concurrency=conc,
-        refusal=refusal,
-        extensible_kv_cache=bool(extensible),
-        measured_kv_cache_bytes=None if measured is None else int(measured[rank]),
-        initial_free_bytes=init_free,
-        speculative_method=canonical_method(config.speculative_method),
-        num_speculative_tokens=lay.speculation.tokens or None,
-        draft_layers=lay.speculation.draft_layers,
-        log_lines=lines,
-    )
+    return vllm_plan(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)

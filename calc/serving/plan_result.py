@@ -39,9 +39,13 @@ class EnginePlan(Result):
     # post-warmup measurement leaves (kvcalc's model of it; None when given or off)
     extensible_kv_cache: bool = False
     measured_kv_cache_bytes: int | None = None
-    # vLLM --kv-cache-memory-bytes (calc.serving.vllm_kv_memory): the init snapshot's free memory
-    # its line prints, kvcalc's estimate (a calibration's when given); None otherwise
+    # vLLM: the worker's init snapshot (its free memory) that --kv-cache-memory-bytes's line, the
+    # suggestion and 0.34's measurement print or use: kvcalc's estimate (a calibration's when
+    # given; calc.serving.vllm_extensible.init_free_bytes); None for SGLang
     initial_free_bytes: int | None = None
+    # vLLM 0.26+: the "--kv-cache-memory=N ... to fit into requested memory" its worker suggests
+    # after capture, from kvcalc's terms (calc.serving.vllm_suggestion); None where not logged
+    suggested_kv_cache_memory_bytes: int | None = None
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)

@@ -127,8 +127,10 @@ def measured_kv_bytes(
     """(kv_bytes, headroom, requested) of one rank as kvcalc models the measurement (module
     docstring); headroom = free + committed. A calibration from a 0.34 log's "Memory after
     warmup" line (calc.serving.calibrate: warmup_headroom_bytes, warmup_transient_bytes,
-    warmup_growth_bytes) replaces the modelled headroom, transient peak and growth."""
-    init_free = init_free_bytes(total, tp, hw)
+    warmup_growth_bytes) replaces the modelled headroom, transient peak and growth; a logged init
+    snapshot (init_free_bytes: "Free memory on device (F/T GiB)") the estimated one."""
+    cal = calibration or {}
+    init_free = cal.get("init_free_bytes") or init_free_bytes(total, tp, hw)
     if isinstance(utilization, np.ndarray):
         requested = np.ceil(total * utilization).astype(np.int64)
     else:
@@ -136,7 +138,6 @@ def measured_kv_bytes(
     non_kv_used = weights + non_torch + graphs
     free = init_free - non_kv_used  # with nothing committed: headroom = free + committed
     growth = 0
-    cal = calibration or {}
     if "warmup_headroom_bytes" in cal:
         free, act = cal["warmup_headroom_bytes"], cal["warmup_transient_bytes"]
         growth = cal.get("warmup_growth_bytes", 0)
