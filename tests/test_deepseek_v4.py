@@ -220,7 +220,10 @@ def test_features_without_v4_refuse_by_name(spec):
     # available memory from a log: tests/test_serving_plan_v4.py), the reference modules
     from calc.serving.plan import engine_plan, prepare
 
-    with pytest.raises(ValueError, match="'available_kv_gib' must be given for DeepSeek-V4"):
+    with pytest.raises(
+        ValueError,
+        match=r"'available_kv_gib' \(or 'kv_cache_memory_bytes'\) must be given for DeepSeek-V4",
+    ):
         engine_plan(spec, "h200", "vllm", version="0.22.0", tensor_parallel_size=8)
     with pytest.raises(ValueError, match="is DeepSeek-V4: its activation peak is not modelled"):
         prepare(spec, "h200", "vllm", tensor_parallel_size=8)

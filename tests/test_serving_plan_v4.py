@@ -54,7 +54,7 @@ def test_plan_from_the_logged_memory_prints_the_logs_refusal():
 def test_what_the_v4_plan_cannot_know_is_refused_by_name():
     with pytest.raises(
         ValueError,
-        match="'available_kv_gib' must be given for DeepSeek-V4.*"
+        match=r"'available_kv_gib' \(or 'kv_cache_memory_bytes'\) must be given for DeepSeek-V4.*"
         r"weights per GPU are modelled \(\d+\.\d\d GiB a GPU\) but not its profile",
     ):
         engine_plan("deepseek-v4-flash", "gh200", **RUN)

@@ -331,3 +331,18 @@ def test_calibrate_reads_the_reserved_line_and_learns_the_free_memory(tmp_path, 
                     kv_cache_memory_bytes="750M", calibration=cal["learned"])  # fmt: skip
     assert p.initial_free_bytes == int(10.18 * GIB)
     assert "Initial free memory 10.18 GiB, reserved 0.73 GiB" in p.log_lines[1]
+
+
+def test_deepseek_v4_takes_the_bytes():
+    # benchmarks/engine_logs/vllm-nepenth-gb10-v4-flash-0731-1m-kvmem.toml (its comment writes
+    # the blocks out): --kv-cache-memory 28,235,618,304 B at TP 2, 1M tokens, async scheduling
+    kw = dict(version="0.27.1", tensor_parallel_size=2, max_model_len=1048576, block_size=256,
+              kv_cache_dtype="fp8", max_num_batched_tokens=8192, max_num_seqs=6)  # fmt: skip
+    p = engine_plan("deepseek-v4-flash", "h200", "vllm", kv_cache_memory_bytes=28235618304, **kw)
+    assert p.source == "kv_cache_memory_bytes"
+    assert (p.gpu_kv_cache_tokens, f"{p.max_concurrency:.2f}") == (2740813, "2.61")
+    assert p.log_lines[0].startswith("Initial free memory ")
+    assert ", reserved 26.3 GiB memory for KV Cache" in p.log_lines[0]
+    with pytest.raises(ValueError, match="'available_kv_gib' replaces a profiled"):
+        engine_plan("deepseek-v4-flash", "h200", "vllm", kv_cache_memory_bytes=2**34,
+                    available_kv_gib=16.0, **kw)  # fmt: skip

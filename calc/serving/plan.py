@@ -50,6 +50,7 @@ from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
 from calc.serving.vllm_drafter import vllm_mtp_drafter_bytes
+from calc.serving.vllm_kv_memory import sets_memory
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
@@ -213,7 +214,8 @@ def engine_plan(
         unset = dict(config=config, calibration=calibration, weight_dtype=weight_dtype)
         hw = resolve_hardware(gpu)
         config, fields = v4_engine_plan(spec, hw, engine, available_kv_gib, settings, unset)
-        ids = identity(spec, hw, config, "fp8_ds_mla", "given", hw.total_memory_bytes)
+        source = "kv_cache_memory_bytes" if sets_memory(config) else "given"
+        ids = identity(spec, hw, config, "fp8_ds_mla", source, hw.total_memory_bytes)
         return EnginePlan(**ids, **fields)
     spec, hw, config, lay, weights, kd, wd, total = prepare(
         model,

@@ -7,7 +7,8 @@ where it models the GPU and release (else None: check_v4_vllm says why). The res
 non-KV memory is not: the profile run's activation peak (hyper-connections' 4 streams, the
 compressors and the indexer, Marlin's fp4 MoE workspace), which calc.serving.overheads
 estimates for other models' forward passes only, and no V4 log gives it. So a plan needs the
-available memory from a log (`available_kv_gib`), and SGLang is refused by name.
+available memory from a log (`available_kv_gib`) or the run's --kv-cache-memory-bytes
+(calc.serving.vllm_kv_memory), and SGLang is refused by name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from calc.serving.engine import engine_config
 from calc.serving.figures import GIB
 from calc.serving.v4_cache import KERNEL_BLOCK, V4Attention, v4_layout
 from calc.serving.v4_weights import check_v4_vllm, vllm_v4_weight_bytes
+from calc.serving.vllm_extensible import init_free_bytes
+from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
 from calc.spec import ModelSpec
 
 
@@ -68,10 +71,14 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
             f"got {config.decode_context_parallel_size}"
         )
     weights, note = _weights(spec, config, hw.name)
+    check_one_memory(given_gib, config)
+    if sets_memory(config):  # --kv-cache-memory-bytes: the memory itself (vllm_kv_memory)
+        given_gib = config.kv_cache_memory_bytes / GIB
     if given_gib is None:
         w = f"{weights / GIB:.2f} GiB a GPU" if weights is not None else note
         raise ValueError(
-            "'available_kv_gib' must be given for DeepSeek-V4: its weights per GPU are modelled "
+            "'available_kv_gib' (or 'kv_cache_memory_bytes') must be given for DeepSeek-V4: its "
+            "weights per GPU are modelled "
             f"({w}) but not its profile run's activation peak, so the available memory cannot "
             "be derived"
         )
@@ -85,7 +92,7 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         hybrid=hybrid,
     )
     L, mbt = config.max_model_len, config.max_num_batched_tokens
-    a = f.given_bytes(given_gib)
+    a = config.kv_cache_memory_bytes if sets_memory(config) else f.given_bytes(given_gib)
     n = lay.num_blocks(a)
     tokens = lay.gpu_kv_cache_tokens(n, L, mbt)
     conc = lay.max_concurrency(n, L, mbt)
@@ -94,13 +101,23 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
     lines = lines if chosen else []
     if weights is not None:
         lines.append(f"Model loading took {weights / GIB:.4f} GiB")
+    memory, extra = f"Available KV cache memory: {a / GIB:.2f} GiB", {}
+    if sets_memory(config):
+        free = init_free_bytes(hw.total_memory_bytes, config.gpus_per_replica, hw)
+        memory = reserved_line(config.version_tuple, free, a)
+        extra = {"initial_free_bytes": free}
+        if refusal is None and weights is not None:
+            refusal = oom_refusal(a, weights, free)
     lines += [
-        f"Available KV cache memory: {a / GIB:.2f} GiB",
+        memory,
         f"GPU KV cache size: {tokens:,} tokens",
         f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
     ]
     if refusal:
-        lines.append(f"ValueError: {refusal}")
+        error = (
+            "torch.OutOfMemoryError" if refusal.startswith("CUDA out of memory") else "ValueError"
+        )
+        lines.append(f"{error}: {refusal}")
     fields = dict(
         max_num_batched_tokens=mbt,
         weights_bytes=weights,
@@ -117,6 +134,7 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         max_concurrency=conc,
         refusal=refusal,
         log_lines=lines,
+        **extra,
     )
     return config, fields
 
