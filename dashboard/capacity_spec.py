@@ -54,7 +54,7 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
             "(DeepSeek-V3 / R1, GLM-4.5, Qwen3-Next, Qwen3.5), one more attention layer each in "
             "the KV cache, its weights in the weights figure; ngram has no drafter. Both "
             "change a linear layer's state. The speculative profile run is not modelled, so "
-            "give the logged available memory.",
+            "give the logged available memory or set kv_cache_memory_bytes.",
         )
         keys.append("espec")
         if method != "none":

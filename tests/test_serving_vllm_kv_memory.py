@@ -346,3 +346,12 @@ def test_deepseek_v4_takes_the_bytes():
     with pytest.raises(ValueError, match="'available_kv_gib' replaces a profiled"):
         engine_plan("deepseek-v4-flash", "h200", "vllm", kv_cache_memory_bytes=2**34,
                     available_kv_gib=16.0, **kw)  # fmt: skip
+
+
+def test_cli_target_concurrency_with_speculative_decoding_and_the_bytes(capsys):
+    # ngram adds no drafter layers: the same 512 blocks of 2 MiB a request as without it
+    rc, out, err = _cli(capsys, "--engine", "vllm", "--engine-version", "0.33.0",
+                        "--kv-cache-memory-bytes", "7G", "--seq", "8192", "--target-concurrency",
+                        "10", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}')  # fmt: skip
+    assert rc == 0, err
+    assert "kv_cache_memory_bytes  10737418240" in out

@@ -102,12 +102,13 @@ def _inverse(args, spec, hw, settings) -> dict:
     from calc.serving import inverse as inv
 
     c, e = args.target_concurrency, args.engine
-    if settings.get("speculative_method"):  # each answer derives the available memory
+    kv_set = bool(settings.get("kv_cache_memory_bytes"))  # then no answer derives the memory
+    if settings.get("speculative_method") and not kv_set:  # each answer derives the memory
         raise ValueError(
             "'--target-concurrency' derives the available memory for each setting it tries, "
             "which speculative decoding does not allow (calc.serving.vllm_spec): drop it"
         )
-    if settings.get("kv_cache_memory_bytes"):  # it sizes the cache: the utilization does not
+    if kv_set:  # it sizes the cache: the utilization does not
         first = {"kv_cache_memory_bytes": inv.kv_cache_memory_for(spec, hw, c, **settings)}
     else:
         key = "gpu_memory_utilization" if e == "vllm" else "mem_fraction_static"
