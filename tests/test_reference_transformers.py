@@ -14,11 +14,13 @@ Findings (transformers 5.x):
   window, and after every decode step: calc's `window_tokens="window-1"`. The static cache
   (`StaticSlidingWindowLayer`) allocates min(max_cache_len, window): calc's default "window"
   at seq_len = max_cache_len. (A window of 1 keeps everything: `[-0:]` slices nothing off.)
-- Falcon's new decoder (40B, 180B) caches K and V already broadcast to every query head
-  (`FalconAttention.forward`: num_kv_heads = num_heads if new_decoder_architecture), so its
-  cache holds H, not G, heads: H / G = 16x calc's count for Falcon-40B. calc counts the G heads
-  the weights define (what vLLM and TGI allocate); the tests assert transformers' H-head figure
-  explicitly.
+- Falcon's new decoder (40B, 180B) up to transformers 5.24 caches K and V already broadcast to
+  every query head (`FalconAttention.forward`: num_kv_heads = num_heads if
+  new_decoder_architecture), so its cache holds H, not G, heads: H / G = 16x calc's count for
+  Falcon-40B. transformers 5.25.0 rewrote the module (modeling_falcon.py: the fused QKV viewed as
+  [num_kv_heads, heads_per_kv_group + 2, head_dim], `repeat_kv` only at attention time), so its
+  cache holds the G heads, calc's count. calc counts the G heads the weights define (what vLLM
+  and TGI allocate); the tests assert the installed release's figure explicitly.
 """
 
 from __future__ import annotations
@@ -116,9 +118,14 @@ def cache_layer_bytes(model, batch: int, seq_len: int, device: str = "meta") -> 
     ]
 
 
+# transformers 5.25.0: Falcon's cache holds its KV heads (the module docstring)
+FALCON_BROADCAST = tuple(int(x) for x in transformers.__version__.split(".")[:2]) < (5, 25)
+
+
 def as_cached_by_transformers(spec: calc.ModelSpec, config) -> calc.ModelSpec:
-    """The spec whose KV heads transformers' cache holds (Falcon new decoder: all H heads)."""
-    if config.model_type == "falcon" and config.new_decoder_architecture:
+    """The spec whose KV heads transformers' cache holds (Falcon new decoder before 5.25: all H
+    heads)."""
+    if config.model_type == "falcon" and config.new_decoder_architecture and FALCON_BROADCAST:
         return spec.replace(num_key_value_heads=spec.num_attention_heads)
     return spec
 
@@ -206,11 +213,12 @@ def test_preset_full_depth(name):
         assert got == H // G * calc.kv_cache_bytes(spec, seq, 3, "bf16", window_tokens="window-1")
 
 
-def test_falcon_40b_cache_is_16x_the_gqa_cache():
+def test_falcon_40b_cache_heads_by_transformers_release():
     spec = calc.load_preset("falcon-40b")
     model = build(with_layers(to_hf_config(spec), 1))
-    # one layer, batch 1, 10 tokens, bf16: K and V x 128 heads (not 8) x 64 dims x 2 bytes
-    assert cache_layer_bytes(model, 1, 10) == [2 * 128 * 64 * 10 * 2]
+    # one layer, batch 1, 10 tokens, bf16: K and V x 128 heads (before 5.25) or 8 x 64 dims x 2 B
+    heads = 128 if FALCON_BROADCAST else 8
+    assert cache_layer_bytes(model, 1, 10) == [2 * heads * 64 * 10 * 2]
     assert calc.kv_cache_layer_bytes(spec, 10, 1, "bf16")[0] == 2 * 8 * 64 * 10 * 2
 
 
