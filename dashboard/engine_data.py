@@ -185,16 +185,8 @@ def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
 def engine_inverse_frame(spec, hw, engine: str, concurrency: float, **settings) -> pd.DataFrame:
     """calc.serving.inverse: the one setting that, changed alone, reaches `concurrency`
     requests of settings["max_model_len"] tokens (None: no value does)."""
-    if settings.get("kv_cache_memory_bytes"):  # it sizes the cache, not the utilization
-        first = (
-            "kv_cache_memory_bytes",
-            inverse.kv_cache_memory_for(spec, hw, concurrency, **settings),
-        )
-    else:
-        key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
-        first = (key, inverse.utilization_for(spec, hw, engine, concurrency, **settings))
     rows = [
-        first,
+        inverse.memory_setting_for(spec, hw, engine, concurrency, **settings),
         ("max_model_len", inverse.max_model_len_for(spec, hw, engine, concurrency, **settings)),
         ("tensor_parallel_size", inverse.tp_for(spec, hw, engine, concurrency, **settings)),
     ]

@@ -60,8 +60,9 @@ def _kvcalc_value(plan, key):
         on = plan.extensible_kv_cache and plan.activation_bytes is not None
         return round(plan.activation_bytes / GIB, 2) if on else None
     if key == "reserved_kv_gib":
-        return round(plan.available_kv_cache_bytes / GIB, 2) if plan.initial_free_bytes else None
-    if key == "init_free_gib":
+        kv_set = plan.source == "kv_cache_memory_bytes"
+        return round(plan.available_kv_cache_bytes / GIB, 2) if kv_set else None
+    if key == "init_free_gib":  # the reserved line's, or the suggestion's (vllm_suggestion)
         free = plan.initial_free_bytes
         return None if free is None else round(free / GIB, 2)
     return getattr(plan, key, None)

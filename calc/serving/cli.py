@@ -108,13 +108,9 @@ def _inverse(args, spec, hw, settings) -> dict:
             "'--target-concurrency' derives the available memory for each setting it tries, "
             "which speculative decoding does not allow (calc.serving.vllm_spec): drop it"
         )
-    if kv_set:  # it sizes the cache: the utilization does not
-        first = {"kv_cache_memory_bytes": inv.kv_cache_memory_for(spec, hw, c, **settings)}
-    else:
-        key = "gpu_memory_utilization" if e == "vllm" else "mem_fraction_static"
-        first = {key: inv.utilization_for(spec, hw, e, c, **settings)}
+    key, value = inv.memory_setting_for(spec, hw, e, c, **settings)
     return {
-        **first,
+        key: value,
         "max_model_len": inv.max_model_len_for(spec, hw, e, c, **settings),
         "tensor_parallel_size": inv.tp_for(spec, hw, e, c, **settings),
     }

@@ -55,6 +55,16 @@ def kv_cache_memory_for(model, gpu, concurrency: float, **settings) -> int | Non
     return best
 
 
+def memory_setting_for(model, gpu, engine: str, concurrency: float, **settings):
+    """(the setting that sizes the KV memory, its least value for C): kv_cache_memory_bytes when
+    it is set (the utilization then sizes nothing), else gpu_memory_utilization (vLLM) or
+    mem_fraction_static (SGLang)."""
+    if settings.get("kv_cache_memory_bytes"):
+        return "kv_cache_memory_bytes", kv_cache_memory_for(model, gpu, concurrency, **settings)
+    key = "gpu_memory_utilization" if engine == "vllm" else "mem_fraction_static"
+    return key, utilization_for(model, gpu, engine, concurrency, **settings)
+
+
 def max_model_len_for(model, gpu, engine: str, concurrency: float, **settings) -> int | None:
     rest = {k: v for k, v in settings.items() if k != "max_model_len"}
     lo, hi, best = 1, engine_plan(model, gpu, engine, **rest).max_model_len, None

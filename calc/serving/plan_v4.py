@@ -72,9 +72,8 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         )
     weights, note = _weights(spec, config, hw.name)
     check_one_memory(given_gib, config)
-    if sets_memory(config):  # --kv-cache-memory-bytes: the memory itself (vllm_kv_memory)
-        given_gib = config.kv_cache_memory_bytes / GIB
-    if given_gib is None:
+    kv_set = sets_memory(config)  # --kv-cache-memory-bytes: the memory itself (vllm_kv_memory)
+    if given_gib is None and not kv_set:
         w = f"{weights / GIB:.2f} GiB a GPU" if weights is not None else note
         raise ValueError(
             "'available_kv_gib' (or 'kv_cache_memory_bytes') must be given for DeepSeek-V4: its "
@@ -92,7 +91,7 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
         hybrid=hybrid,
     )
     L, mbt = config.max_model_len, config.max_num_batched_tokens
-    a = config.kv_cache_memory_bytes if sets_memory(config) else f.given_bytes(given_gib)
+    a = config.kv_cache_memory_bytes if kv_set else f.given_bytes(given_gib)
     n = lay.num_blocks(a)
     tokens = lay.gpu_kv_cache_tokens(n, L, mbt)
     conc = lay.max_concurrency(n, L, mbt)
@@ -101,23 +100,20 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
     lines = lines if chosen else []
     if weights is not None:
         lines.append(f"Model loading took {weights / GIB:.4f} GiB")
-    memory, extra = f"Available KV cache memory: {a / GIB:.2f} GiB", {}
-    if sets_memory(config):
+    memory, extra, oom = f"Available KV cache memory: {a / GIB:.2f} GiB", {}, None
+    if kv_set:
         free = init_free_bytes(hw.total_memory_bytes, config.gpus_per_replica, hw)
         memory = reserved_line(config.version_tuple, free, a)
         extra = {"initial_free_bytes": free}
         if refusal is None and weights is not None:
-            refusal = oom_refusal(a, weights, free)
+            refusal = oom = oom_refusal(a, weights, free)
     lines += [
         memory,
         f"GPU KV cache size: {tokens:,} tokens",
         f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x",
     ]
     if refusal:
-        error = (
-            "torch.OutOfMemoryError" if refusal.startswith("CUDA out of memory") else "ValueError"
-        )
-        lines.append(f"{error}: {refusal}")
+        lines.append(f"{'torch.OutOfMemoryError' if oom else 'ValueError'}: {refusal}")
     fields = dict(
         max_num_batched_tokens=mbt,
         weights_bytes=weights,

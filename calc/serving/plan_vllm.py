@@ -29,8 +29,7 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     extensible = config.enable_extensible_kv_cache
     measured = warm = reserved = None
     # the worker's init snapshot (its free memory): a calibration's, else kvcalc's estimate
-    cal_free = (calibration or {}).get("init_free_bytes")
-    init_free = cal_free or init_free_bytes(total, config.gpus_per_replica, hw)
+    init_free = init_free_bytes(total, config.gpus_per_replica, hw, calibration)
     kv_set = sets_memory(config)  # --kv-cache-memory-bytes: each worker's memory, unprofiled
     check_one_memory(given_gib, config)
     if given_gib is not None or kv_set:

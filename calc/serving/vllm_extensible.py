@@ -8,8 +8,8 @@ public yet).
 When: on by default on CUDA and ROCm (--enable-extensible-kv-cache / --no-...; None decides),
 off elsewhere or where the driver has no virtual-memory management (not modelled), and off with
 kv_cache_memory_bytes or num_gpu_blocks_override (both taken), elastic EP and some KV
-connectors (settings kvcalc does not take). gpu_memory_utilization then defaults to 1.0 (resolved_gpu_memory_
-utilization); a given one still caps the budget.
+connectors (settings kvcalc does not take). gpu_memory_utilization then defaults to 1.0
+(resolved_gpu_memory_utilization); a given one still caps the budget.
 
 What vLLM does with it on:
 1. determine_available_memory still profiles and logs "Available KV cache memory: X GiB" =
@@ -115,10 +115,12 @@ def blocks_within(kv_bytes, page_bytes: int, segments: int, capacity_blocks):
     return _minimum(_minimum(kv_bytes // (segments * page_bytes), pages_fit), capacity_blocks)
 
 
-def init_free_bytes(total: int, ranks: int, hw) -> int:
-    """kvcalc's estimate of a worker's init snapshot (its free memory): the total less the CUDA
-    context and NCCL's buffers of the `ranks` (TP x PP) world; other processes are not seen."""
-    return total - sum(init_used_parts(ranks, hw).values())
+def init_free_bytes(total: int, ranks: int, hw, calibration=None) -> int:
+    """A worker's init snapshot (its free memory): a calibration's logged one (init_free_bytes,
+    calc.serving.calibrate), else kvcalc's estimate, the total less the CUDA context and NCCL's
+    buffers of the `ranks` (TP x PP) world; other processes are not seen."""
+    logged = (calibration or {}).get("init_free_bytes")
+    return logged or total - sum(init_used_parts(ranks, hw).values())
 
 
 def measured_kv_bytes(
@@ -130,7 +132,7 @@ def measured_kv_bytes(
     warmup_growth_bytes) replaces the modelled headroom, transient peak and growth; a logged init
     snapshot (init_free_bytes: "Free memory on device (F/T GiB)") the estimated one."""
     cal = calibration or {}
-    init_free = cal.get("init_free_bytes") or init_free_bytes(total, tp, hw)
+    init_free = init_free_bytes(total, tp, hw, cal)
     if isinstance(utilization, np.ndarray):
         requested = np.ceil(total * utilization).astype(np.int64)
     else:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 
+from calc.serving.overheads import captured_cudagraph_bytes
+
 GIB = 2**30
 BUFFER = 150 * 2**20  # redundancy_buffer_memory
 INFO_FROM = (0, 26, 0)
@@ -85,8 +87,6 @@ def with_suggestion(lines: list[str], line: str | None) -> list[str]:
 def plan_suggestion(config, init_free, total, weights, act, nt, cg, available):
     """(line, bytes) for a derived vLLM plan's limiting rank (`weights`: that rank's), or
     (None, None) where vLLM does not log it at INFO or its terms are not kvcalc's own."""
-    from calc.serving.overheads import captured_cudagraph_bytes
-
     if not config.is_v1 or act is None:
         return None, None
     applied = 0 if config.enable_extensible_kv_cache else cg  # the estimate the profile applied
