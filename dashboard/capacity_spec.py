@@ -4,10 +4,11 @@ sglang_spec: --speculative-algorithm, its three numbers and the draft's layers a
 a logged "Available KV cache memory" to plan from instead of deriving it (needed with vLLM's
 speculative decoding, whose profile run kvcalc does not model; the MTP drafter's weights are
 in the weights figure, calc.serving.vllm_drafter), and vLLM's --kv-cache-memory-bytes (calc.
-serving.vllm_kv_memory)."""
+serving.vllm_kv_memory) or SGLang's --max-total-tokens (calc.serving.sglang_token_cap)."""
 
 import streamlit as st
 
+from calc.limits import limit as size_limit
 from calc.serving.vllm_draft_group import KNOWN
 from dashboard import state, ui
 
@@ -111,6 +112,23 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("ekvmem")
         if gib is not None:
             out["kv_cache_memory_bytes"] = int(gib * 2**30)
+    else:
+        with st.columns(4)[0]:
+            cap = ui.optional_input(
+                "emtt",
+                "max_total_tokens",
+                1,
+                size_limit("seq_len"),
+                whole=True,
+                blank="the profiled count",
+                field="max_total_tokens",
+                help="SGLang --max-total-tokens: a cap on the token pool, in whole pages; above "
+                "the profiled count SGLang warns and keeps the profiled one. From 0.5.11 a "
+                "sliding-window pool is capped on its full layers' tokens.",
+            )
+        keys.append("emtt")
+        if cap is not None:
+            out["max_total_tokens"] = cap
     return keys, out, given
 
 

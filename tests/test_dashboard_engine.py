@@ -433,3 +433,19 @@ def test_vllm_kv_cache_memory_bytes_sets_the_cache_and_its_inverse():
 def test_vllm_kv_cache_memory_with_a_logged_memory_is_one_error():
     at = open_page("capacity", **BASE, engine="vllm", ever="0.33.0", ekvmem="7", egiven="7")
     assert "'available_kv_gib' replaces a profiled available memory" in errors(at)
+
+
+def test_sglang_max_total_tokens_caps_the_pool():
+    # 20 GiB over 128 KiB a token (32 layers x 8 KV heads x 128 x K, V x 2 B) = 163,840 tokens;
+    # --max-total-tokens 100000 keeps min(163840, 100000) (SGLang's _apply_token_constraints)
+    at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="20", emtt="100000")
+    assert errors(at) == ""
+    assert _tiles(at)["KV tokens"] == "100,000"
+    # above the profiled count: SGLang's warning, and the profiled count kept
+    at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="20", emtt="200000")
+    assert errors(at) == ""
+    assert _tiles(at)["KV tokens"] == "163,840"
+    assert (
+        "max_total_tokens=200000 is larger than the profiled value 163840. Use the profiled "
+        "value instead." in at.code[0].value
+    )

@@ -161,7 +161,8 @@ def test_llama4_scout_chunked_layers():
     full = int(T * 48 / (0.8 * 36 + 12))
     assert (full, int(full * 0.8)) == (1028015, 822412)
     assert new.log_lines[1] == (
-        "Use Sliding window memory pool. full_layer_tokens=1028015, swa_layer_tokens=822412"
+        # the line as the 0.5.8 wheel's model_runner_kv_cache_mixin.py words it
+        "Use sliding window memory pool. full_layer_tokens=1028015, swa_layer_tokens=822412"
     )
     assert new.gpu_kv_cache_tokens == full
     # 0.5.22 on, radix cache off with max_running_requests: a request-capped sliding pool

@@ -7,6 +7,7 @@ import argparse
 
 from calc.cli.args import int_at_least
 from calc.serving.cli_spec_args import add_speculative_args, fraction
+from calc.serving.sglang_cli import add_sglang_pool_args
 from calc.serving.sglang_spec import NUMBER_NAMES
 from calc.serving.vllm_spec import parse_speculative_config
 
@@ -26,6 +27,7 @@ VLLM_ALTERNATIVE = {
     "--max-running-requests": "--max-num-seqs",
     "--enable-multimodal": "no such flag (it plans a checkpoint's vision encoder as vLLM does)",
     "--mm-feature-transport": "no flag of that kind that kvcalc models",
+    "--max-total-tokens": "--num-gpu-blocks-override (the blocks it allocates, not a cap)",
 }
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
@@ -138,15 +140,7 @@ def add_engine_args(p) -> None:
         default=None,
         help="SGLang (default: the release's: on from 0.5.10 where its rules allow)",
     )
-    g.add_argument("--max-mamba-cache-size", type=int_at_least(1), default=None, metavar="N")
-    g.add_argument("--mamba-full-memory-ratio", type=float, default=None, metavar="R")
-    g.add_argument("--disable-radix-cache", action="store_true", default=None)
-    g.add_argument(
-        "--mamba-ssm-dtype",
-        choices=("float32", "bfloat16", "float16"),
-        default=None,
-        help="SGLang: the linear layers' temporal state (default: the release's rule)",
-    )
+    add_sglang_pool_args(g)  # --max-total-tokens and the mamba pool's flags
     g.add_argument(
         "--enable-extensible-kv-cache",
         action=argparse.BooleanOptionalAction,
@@ -218,6 +212,7 @@ def engine_settings(args, spec) -> dict:
             ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
             ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
             ("--disable-piecewise-cuda-graph", args.disable_piecewise_cuda_graph, None),
+            ("--max-total-tokens", args.max_total_tokens, None),
             ("--max-mamba-cache-size", args.max_mamba_cache_size, None),
             ("--mamba-full-memory-ratio", args.mamba_full_memory_ratio, None),
             ("--disable-radix-cache", args.disable_radix_cache, None),
@@ -283,6 +278,7 @@ def engine_settings(args, spec) -> dict:
             mem_fraction_static=args.mem_fraction_static,
             page_size=args.page_size,
             max_running_requests=args.max_running_requests,
+            max_total_tokens=args.max_total_tokens,
             enable_dp_attention=args.enable_dp_attention or None,
             enable_dp_lm_head=args.enable_dp_lm_head or None,
             moe_dense_tp_size=args.moe_dense_tp_size,

@@ -55,9 +55,12 @@ Refused (ValueError): a linear-attention model on 0.5.10 - 0.5.14 whose name doe
 Qwen3-Next (the arch list decides, and kvcalc's spec has no architecture); NemotronH and
 GraniteMoeHybrid are not on that list (tc piecewise graph on, 0.5.10 - 0.5.14); NemotronH turns
 the breakable graph off in 0.5.17 only (_disable_breakable_cudagraph_if_incompatible).
+A given --max-total-tokens caps the prefill graph's max tokens (0.5.10 - 0.5.13 "cap pcg tokens
+to not exceed max_total_tokens", prefill max_bs from 0.5.14; memory_hook.py from 0.5.19), so
+fewer captured sizes are reserved for (MLA's 1.5 GiB does not change).
 Speculative decoding's graph and reserve rules live in calc/serving/sglang_spec.py. Not modelled:
 the conditions kvcalc has no setting for (LoRA, torch compile, DeepEP, PD disaggregation, CPU
-offload, max_total_tokens).
+offload).
 """
 
 from __future__ import annotations
@@ -170,13 +173,14 @@ def prefill_graph_reserve_mib(
     mla: bool,
     model_name: str,
     context_length: int | None,
+    max_total_tokens: int | None = None,
 ) -> float:
     """The prefill graph's reserve (MiB) when it is on (0.5.10 on): 1.5 GiB with MLA, else 8 MiB
-    per captured token count up to chunked_prefill_size (llama-2: <= 4096; context_length when
-    given, 0.5.13 - 0.5.17)."""
+    per captured token count up to chunked_prefill_size (at most max_total_tokens when given;
+    llama-2: <= 4096; context_length when given, 0.5.13 - 0.5.17)."""
     if mla:
         return MLA_PCG_MIB
-    max_tokens = chunk
+    max_tokens = chunk if max_total_tokens is None else min(chunk, max_total_tokens)
     if "llama-2" in model_name.lower():
         max_tokens = min(max_tokens, 4096)
     if context_length is not None and CONTEXT_CLAMP[0] <= version < CONTEXT_CLAMP[1]:
@@ -198,6 +202,7 @@ def prefill_graph_extra_mib(
     context_length: int | None = None,
     nemotron_h: bool = False,
     multimodal: str | None = None,
+    max_total_tokens: int | None = None,
 ) -> float:
     """What releases after v0.5.6.post2 add to the default's reserve (MiB) before the 10 GiB
     floor (module docstring): the prefill graph's, when it is on. `mla` (the model's attention
@@ -223,5 +228,10 @@ def prefill_graph_extra_mib(
             "mem_fraction_static: its prefill CUDA graph reserves 1.5 GiB with MLA"
         )
     return prefill_graph_reserve_mib(
-        version, chunk, mla=mla, model_name=model_name, context_length=context_length
+        version,
+        chunk,
+        mla=mla,
+        model_name=model_name,
+        context_length=context_length,
+        max_total_tokens=max_total_tokens,
     )

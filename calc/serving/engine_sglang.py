@@ -29,6 +29,7 @@ from calc.serving.indexed_sglang import sglang_dsa_settings
 from calc.serving.sglang_hybrid import SglangMambaArgs
 from calc.serving.sglang_multimodal import check_enable_multimodal
 from calc.serving.sglang_spec import check_algorithm, speculative_settings
+from calc.serving.sglang_token_cap import check_max_total_tokens, parse_max_total_tokens
 
 
 def sglang_settings(
@@ -52,6 +53,8 @@ def sglang_settings(
     the arguments after `settings` are engine_config's (its docstring)."""
     kw = dict(settings)
     sv = sglang_version(version)
+    if "max_total_tokens" in kw:  # as the release's argparse reads it (sglang_token_cap)
+        kw["max_total_tokens"] = parse_max_total_tokens(kw["max_total_tokens"], sv)
     # max_running_requests 48 and the draft numbers (calc.serving.sglang_spec); the releases
     # that read speculative decoding complete it after the memory defaults, which see the
     # given max_running_requests only
@@ -83,6 +86,7 @@ def sglang_settings(
                 model_name=model_name,
                 context_length=kw.get("max_model_len"),  # only when given
                 multimodal=multimodal,  # SGLang's is_multimodal (calc.serving.sglang_multimodal)
+                max_total_tokens=kw.get("max_total_tokens"),  # caps the prefill graph's tokens
             )
         kw["mem_fraction_static"] = sglang_mem_fraction_default(
             sv,
@@ -119,6 +123,8 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     page_size: int = Field(default=1, gt=0)
     chunked_prefill_size: int = Field(gt=0)
     max_running_requests: int | None = Field(default=None, gt=0)
+    # --max-total-tokens: a cap on the token pool's max_total_num_tokens (sglang_token_cap)
+    max_total_tokens: int | None = None
     enable_dp_attention: bool = False
     enable_dp_lm_head: bool = False  # the LM head over the attention TP group (sglang_parallel)
     moe_dense_tp_size: int | None = None  # 1: DeepSeek's dense MLP layers replicated
@@ -149,6 +155,7 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:
         check_enable_multimodal(self.version, self.enable_multimodal)
+        check_max_total_tokens(self.max_total_tokens)
         check_algorithm(
             self.speculative_algorithm,
             self.speculative_num_steps,

@@ -21,7 +21,8 @@ from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra
 from calc.serving.sglang_multimodal import sglang_multimodal
 from calc.serving.sglang_requests import mamba_cap, max_running_requests, requests_refusal
 from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, pool_cell_bytes
-from calc.serving.sglang_swa import check_swa_args
+from calc.serving.sglang_swa import check_swa_args, sglang_swa_pools, swa_pool_refusal
+from calc.serving.sglang_token_cap import CONFIGURATOR_FROM, capped, e_count
 from calc.serving.vllm_extensible import blocks_within, measured_kv_bytes
 from calc.serving.vllm_mamba import check_align_block
 from calc.serving.vllm_refusal import NULL_BLOCK_CHECK_FROM
@@ -202,11 +203,12 @@ def sglang_derived_budget(spec, config, weights, total, init_used, mem_fraction_
 def sglang_figures(lay, config, rest, max_model_len) -> dict:
     """SGLang's figures from the KV budget: max_total_num_tokens (the full layers' pool with
     sliding-window pools; after the mamba state pool for linear layers; with speculative
-    decoding's headroom), the K buffer size,
+    decoding's headroom; capped by --max-total-tokens: sglang_token_cap), the K buffer size,
     pages, max_running_requests (calc.serving.sglang_requests) and the concurrency: requests of
     max_model_len the pool holds, at most max_running_requests."""
     cell, P = lay.cell_bytes(), config.page_size
     lay.check_page(P)
+    v, limit = sglang_version(config.version), config.max_total_tokens
     mamba = None
     if lay.sglang_mamba:  # the mamba state pool leaves the budget first (sglang_hybrid)
         mamba = sglang_mamba_pool(lay.sglang_mamba, config, rest)
@@ -215,29 +217,36 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     # draft and verify tokens' headroom up to 0.5.6.post2
     cell_spec = pool_cell_bytes(cell, config, max(lay.rank_layers))
     profiled = rest // cell_spec  # profile_max_num_token's count, before the page rounding
-    tokens = m.sglang_max_total_tokens(rest, cell_spec, P, headroom_tokens(config))
-    k_size = swa = None
+    head = headroom_tokens(config)
+    tokens = m.sglang_max_total_tokens(rest, cell_spec, P, head)
+    seen = tokens if v >= CONFIGURATOR_FROM else profiled + head  # what the cap compares with
+    tokens = capped(tokens, limit, P)
+    k_size = swa = first = None
     if lay.mla:  # MLATokenToKVPool (NSATokenToKVPool: + the indexer keys): "KV size"
         k_size = lay.sglang_pool_bytes(tokens, P, logged=True)
     elif lay.sglang_swa:  # SWAKVPool: the full layers' and the sliding layers' pools
         check_swa_args(config)
-        tokens, swa = m.sglang_swa_tokens(tokens, *lay.sglang_swa, config.swa_full_tokens_ratio)
+        tokens, swa, first = sglang_swa_pools(v, lay, config, rest, tokens)
+        seen = seen if first is None else first[0]
     else:
         layers = max(lay.rank_layers)
         k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
-    v = sglang_version(config.version)
     cap = None  # a running request holds several mamba states (sglang_requests)
     if mamba is not None:
         cap = mamba_cap(lay.sglang_mamba, v, config, mamba["slots"])
-    n = max_running_requests(v, tokens, max_model_len, config, cap, profiled)
+    n = max_running_requests(v, tokens, max_model_len, config, cap, e_count(v, profiled, limit))
+    # validate_swa_pool_size raises before max_running_requests is resolved
+    refusal = lay.sglang_swa and swa_pool_refusal(v, lay, P, first and first[1], swa)
     return {
         "mamba": mamba,
         "max_running_requests": n,
-        "requests_refusal": requests_refusal(v, n, cap),
+        "requests_refusal": refusal or requests_refusal(v, n, cap),
         "cell_bytes": cell,
         "tokens": tokens,
         "swa_tokens": swa,
         "k_size_bytes": k_size,
         "num_gpu_blocks": tokens // P,
         "max_concurrency": minimum(tokens / max_model_len, n),
+        "cap_seen": seen,  # the count --max-total-tokens is compared with (its warning)
+        "swa_profiled": first,  # from 0.5.11 the sliding pools logged before the cap
     }

@@ -13,7 +13,8 @@ E = clamp(int(T' / L x 512), 2048, 4096):
   before 0.4.7 (ReqToTokenPool(size=max_num_reqs + 1) in the 0.4.6.post5 wheel, size=max_num_reqs
   in 0.4.7), so N = min(T // 2 (G // dp when given), P). E is taken from T' = the count
   profile_max_num_token returned, before the page rounding and the sliding-window split (T is
-  after both). The three 2049s of the 0.4.1 / 0.4.2 logs are E + 1.
+  after both), and before --max-total-tokens from 0.4.1.post4 (up to 0.4.1.post3 after it:
+  calc.serving.sglang_token_cap). The three 2049s of the 0.4.1 / 0.4.2 logs are E + 1.
 - 0.5.10 - 0.5.13 (_resolve_max_num_reqs in model_runner_kv_cache_mixin.py of the 0.5.10 -
   0.5.13 wheels, T' = T, the finalized capacity): N = min(G // dp, E) when given, else
   min(E, T // 2).

@@ -15,18 +15,36 @@ and release.
   0.5.23) and the chunked layers get the sliding-window pool (full layers every fourth,
   get_hybrid_layer_ids).
 - Gemma 2 / 3: disable_hybrid_swa_memory is set for them in every release read (one pool).
-Not modelled, refused: these pools with pipeline parallelism; from 0.5.22 the pool sized from
---max-running-requests with the radix cache off (SWARequestCapPoolConfigurator).
+The pools' sizes (SWAKVPool's two token pools, swa = int(full x r), r the ratio, both in whole
+pages): up to 0.5.10 from the one-pool count, full = int(T x layers / (r x n_swa + n_full))
+(calc.serving.memory.sglang_swa_tokens; set_num_tokens_hybrid_swa, 0.5.10's
+_resolve_hybrid_swa_tokens takes swa from the rounded full); from 0.5.11 HybridSWAPoolConfigurator
+(model_executor/pool_configurator.py, the same in 0.5.23) from the budget, full = int(rest //
+(F x n_full + r x S x n_swa)), F = S the K + V bytes of one token of one layer. From 0.5.20
+_solve_pool_sizes refuses a sliding pool of at most sliding_window_size + page_size tokens
+(validate_swa_pool_size, its ValueError; sliding_window_size: gpt-oss's sliding_window - 1,
+get_attention_sliding_window_size; Llama 4's attention_chunk_size, load_model_utils.py).
+--max-total-tokens on these pools: calc/serving/sglang_token_cap.py.
+Not modelled, refused: these pools with pipeline parallelism; from 0.5.14 the sliding pool sized
+from --max-running-requests with the radix cache off (SWAChunkCapPoolConfigurator.is_applicable
+in the 0.5.14 - 0.5.21 wheels, SWARequestCapPoolConfigurator from 0.5.22).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from calc.plan_core import floor_int
+from calc.serving import memory as m
 from calc.serving.defaults_sglang import release_name, sglang_version
+from calc.serving.sglang_token_cap import CONFIGURATOR_FROM, capped
 
 LLAMA4_SWA_FROM = (0, 5, 8, 0)
-SWA_REQUEST_CAP_FROM = (0, 5, 22, 0)  # SWARequestCapPoolConfigurator (pool_configurator.py)
+SWA_REQUEST_CAP_FROM = (0, 5, 14, 0)  # SWAChunkCap / SWARequestCapPoolConfigurator
 GPT_OSS_FROM = (0, 5, 1, 0)
 GPT_OSS_SWA_FROM = (0, 5, 10, 0)
+SWA_FROM_ROUNDED_FULL = (0, 5, 10, 0)  # swa = int(full x r) of the page-rounded full
+SWA_FLOOR_FROM = (0, 5, 20, 0)  # validate_swa_pool_size
 
 
 def gpt_oss_swa(spec, version: tuple[int, ...], pp: int) -> dict:
@@ -62,11 +80,48 @@ def llama4_swa(spec, version: tuple[int, ...]) -> tuple[int, int] | None:
 
 
 def check_swa_args(config) -> None:
-    """From 0.5.22 the radix cache off with --max-running-requests sizes the sliding-window pool
-    from the requests (SWARequestCapPoolConfigurator.is_applicable), which kvcalc does not model."""
+    """From 0.5.14 the radix cache off with --max-running-requests sizes the sliding-window pool
+    from the requests (module docstring), which kvcalc does not model."""
     v = sglang_version(config.version)
     if config.disable_radix_cache and config.max_running_requests and v >= SWA_REQUEST_CAP_FROM:
         raise ValueError(
             f"'disable_radix_cache' with max_running_requests: SGLang {release_name(v)} sizes the "
             "sliding-window pool from the requests, which kvcalc does not model yet: got True"
         )
+
+
+def sglang_swa_pools(v: tuple[int, ...], lay, config, rest, tokens):
+    """(full, swa, profiled) layer tokens of the two pools (module docstring; int or array):
+    up to 0.5.10 from `tokens`, the one-pool count (capped, page-rounded); from 0.5.11 from the
+    budget `rest`, the cap (--max-total-tokens) on the full layers' count, `profiled` the
+    (full, swa) the configurator logs before it (None before 0.5.11)."""
+    P, r = config.page_size, config.swa_full_tokens_ratio
+    n_full, n_swa = lay.sglang_swa
+    if v < CONFIGURATOR_FROM:
+        full, swa = m.sglang_swa_tokens(tokens, n_full, n_swa, r)
+        if v >= SWA_FROM_ROUNDED_FULL:
+            swa = floor_int(full // P * P * r)
+        return full // P * P, swa // P * P, None
+    cell = lay.token_bytes * n_full + r * lay.token_bytes * n_swa  # F x n_full + r x S x n_swa
+    full0 = floor_int(rest // cell) // P * P
+    profiled = (full0, floor_int(full0 * r) // P * P)
+    full = capped(full0, config.max_total_tokens, P)  # calculate_pool_sizes_from_max_tokens
+    return full, floor_int(full * r) // P * P, profiled
+
+
+def swa_pool_refusal(v: tuple[int, ...], lay, page_size: int, *swa_tokens) -> str | None:
+    """From 0.5.20 validate_swa_pool_size's ValueError for the first sliding pool (of those
+    `swa_tokens` sized, None skipped) at most sliding_window_size + page_size tokens."""
+    if v < SWA_FLOOR_FROM:
+        return None
+    window = lay.chunk or lay.sliding_window - 1  # Llama 4's chunk; gpt-oss's window - 1
+    for s in swa_tokens:
+        if s is None or not np.any(np.asarray(s) <= window + page_size):
+            continue
+        shown = f" ({s} tokens)" if not getattr(s, "ndim", 0) else ""
+        return (
+            f"SWA pool{shown} cannot hold even one request: the prefill admission floor is "
+            f"sliding_window_size ({window}) + page_size ({page_size}). Increase "
+            "--swa-full-tokens-ratio or the total KV budget."
+        )
+    return None
