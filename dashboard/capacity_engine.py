@@ -7,7 +7,8 @@ import streamlit as st
 
 from calc import units
 from calc.limits import limit as size_limit
-from calc.serving.engine import DEFAULT_VERSION, KV_CACHE_DTYPES
+from calc.serving.engine import DEFAULT_VERSION, parse_version
+from calc.serving.kv_choices import kv_cache_choices
 from dashboard import capacity_charts, plain, state, tables, ui
 from dashboard import engine_data as ed
 from dashboard.capacity_spec import spec_inputs
@@ -41,12 +42,14 @@ def engine_section(spec, hw, tp: int | None, n_gpus: int, wdtype: str) -> list[s
             "two plans as the one before it.",
         )
     with c[2]:
-        state.init("ekv", "auto", choices=KV_CACHE_DTYPES)
+        kv_choices = kv_cache_choices(engine, parse_version(version))  # the release's own
+        state.init("ekv", "auto", choices=kv_choices)
         kv = st.selectbox(
             "kv_cache_dtype",
-            KV_CACHE_DTYPES,
+            kv_choices,
             key=state.wkey("ekv"),
-            help="auto: the weights' dtype",
+            help="auto: the model's dtype, or the fp8 cache a quantized checkpoint declares "
+            "where the release reads it; the release's --kv-cache-dtype choices",
         )
     own = f"the model's context ({spec.max_position_embeddings:,})"
     c = st.columns(4)

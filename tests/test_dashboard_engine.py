@@ -252,7 +252,7 @@ def test_qwen3_next_on_sglang_shows_its_mamba_states_beside_the_token_pool():
     assert any(f"{p.max_mamba_cache_size:,} mamba states" in c.value for c in at.caption)
     lines = at.code[0].value.splitlines()
     assert any(x.startswith("Mamba Cache is allocated.") for x in lines)
-    assert any(x.startswith("KV Cache is allocated. #tokens") for x in lines)
+    assert any(x.startswith("KV Cache is allocated. dtype: torch.bfloat16, #tok") for x in lines)
 
 
 def test_tp_for_answers_for_models_only_the_engines_plan():

@@ -213,3 +213,40 @@ def test_v0_profile_sentence_gives_the_weights_when_no_load_line_is_quoted():
     # the load's 4-decimal line wins where both are quoted (it comes first in a log)
     both = "Loading model weights took 14.9888 GB\n" + line.replace("21.21", "14.99")
     assert parse_log(both)["weights_gib"] == 14.9888
+
+
+def test_sglang_0513_pool_lines_parse():
+    # the line's words from 0.5.13 (mem_cache/memory_pool.py _finalize_allocation_log, wheel)
+    text = (
+        "[2026-05-01 10:00:00 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: "
+        "163840, K size: 10.00 GB, V size: 10.00 GB\n"
+    )
+    got = parse_log(text)
+    assert (got["engine"], got["max_total_num_tokens"], got["k_size_gib"]) == (
+        "sglang",
+        163840,
+        10.0,
+    )
+
+
+def test_sglang_sliding_window_pool_lines_parse():
+    # 0.5.17+: the configurator's line, the full layers' pool first, then SWAKVPool's own
+    # (pool_configurator.py, swa_memory_pool.py in the 0.5.23 wheel)
+    text = "\n".join(
+        [
+            "Use sliding window memory pool. full_layer_tokens=1028015, swa_layer_tokens=822412",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1028015, K size: 2.94 GB, "
+            "V size: 2.94 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 822412, K size: 7.06 GB, "
+            "V size: 7.06 GB",
+            "SWAKVPool mem usage: 20.00 GB, swa size: 822412, full size: 1028015",
+        ]
+    )
+    got = parse_log(text)
+    assert got["engine"] == "sglang"
+    assert (got["max_total_num_tokens"], got["swa_layer_tokens"]) == (1028015, 822412)
+    assert got["swa_kv_pool_gib"] == 20.0
+    # 0.5.8 - 0.5.16 print the sliding layers' pool first, unlabelled: the count stays the full
+    old = text.replace("Full KV", "KV").replace("SWA KV", "KV").splitlines()
+    got = parse_log("\n".join([old[0], old[2], old[1], old[3]]))
+    assert got["max_total_num_tokens"] == 1028015

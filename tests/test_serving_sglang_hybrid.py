@@ -59,8 +59,9 @@ def test_small_model_ratio_split_with_padding_slot():
         f"ssm_state size: {ssm:.2f}GB "
     )
     k = (tokens + 1) * 2 * 64 * 1 * 2 / GIB  # tokens + page_size rows, one layer
-    assert p.log_lines[2] == (
-        f"KV Cache is allocated. #tokens: {tokens}, K size: {k:.2f} GB, V size: {k:.2f} GB"
+    assert p.log_lines[2] == (  # 0.5.13+ name the dtype (memory_pool.py _finalize_allocation_log)
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}, K size: {k:.2f} GB, "
+        f"V size: {k:.2f} GB"
     )
     assert p.max_concurrency == pytest.approx(tokens / 4096)
 
@@ -128,7 +129,8 @@ def test_qwen3_next_preset_tp4():
     assert p.log_lines[1:3] == [
         "Mamba Cache is allocated. max_mamba_cache_size: 525, conv_state size: 0.22GB, "
         "ssm_state size: 9.25GB ",
-        "KV Cache is allocated. #tokens: 920754, K size: 5.27 GB, V size: 5.27 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 920754, K size: 5.27 GB, "
+        "V size: 5.27 GB",
     ]
     assert p.log_lines[3].startswith("max_total_num_tokens=920754, ")
     assert p.page_bytes == cell
@@ -215,6 +217,6 @@ def test_cli_prints_the_mamba_pool_line(capsys):
         f"Mamba Cache is allocated. max_mamba_cache_size: 256, conv_state size: 0.11GB, ssm_state size: {ssm:.2f}GB"
         in out
     )
-    assert f"KV Cache is allocated. #tokens: {tokens}," in out
+    assert f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {tokens}," in out
     rc = main([*argv, "vllm", "--disable-radix-cache"])
     assert rc == 2 and "'--disable-radix-cache' is an SGLang setting" in capsys.readouterr().err

@@ -40,10 +40,12 @@ def warning(cap, profiled):
     )
 
 
-def k_line(tokens, page=1):
-    # MHATokenToKVPool: tokens + page_size rows a layer, 8 KV heads x 128, 32 layers, bf16
+def k_line(tokens, page=1, version="0.5.23"):
+    # MHATokenToKVPool: tokens + page_size rows a layer, 8 KV heads x 128, 32 layers, bf16;
+    # from 0.5.13 the line names the dtype (_finalize_allocation_log, memory_pool.py)
     k = f"{(tokens + page) * 8 * 128 * 32 * 2 / GIB:.2f} GB"
-    return f"KV Cache is allocated. #tokens: {tokens}, K size: {k}, V size: {k}"
+    dtype = "dtype: torch.bfloat16, " if version in ("0.5.13", "0.5.23") else ""
+    return f"KV Cache is allocated. {dtype}#tokens: {tokens}, K size: {k}, V size: {k}"
 
 
 @pytest.mark.parametrize("version", ["0.4.2", "0.5.9", "0.5.10", "0.5.23"])
@@ -51,7 +53,7 @@ def test_a_cap_below_the_profiled_count_is_the_pool(version):
     assert PROFILED == 163840
     p = sg(version=version, max_total_tokens=100000)
     assert p.gpu_kv_cache_tokens == p.num_gpu_blocks == 100000
-    assert p.log_lines[1] == k_line(100000)  # no warning: the cap binds
+    assert p.log_lines[1] == k_line(100000, version=version)  # no warning: the cap binds
     assert p.k_size_gib == round((100000 + 1) * 8 * 128 * 32 * 2 / GIB, 2) == 6.10
     assert p.log_lines[2].startswith("max_total_num_tokens=100000, ")
 
@@ -165,7 +167,9 @@ def test_qwen3_next_mamba_pool_unchanged():
     p = sg("qwen3-next-80b-a3b", max_total_tokens=100, **kw)
     assert p.gpu_kv_cache_tokens == 100
     k = f"{(100 + 1) * 1 * 256 * 12 * 2 / GIB:.2f} GB"
-    assert p.log_lines[2] == f"KV Cache is allocated. #tokens: 100, K size: {k}, V size: {k}"
+    assert p.log_lines[2] == (
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: 100, K size: {k}, V size: {k}"
+    )
     assert p.max_mamba_cache_size == free.max_mamba_cache_size
     assert p.log_lines[1] == free.log_lines[1]  # the same "Mamba Cache is allocated" line
     # max_running_requests = min(E, T // 2, max_mamba_cache_size // 5): T // 2 = 50 binds

@@ -126,7 +126,12 @@ def test_max_model_len_refused_in_vllm_words(spec):
         ({"version": "0.10.2"}, r"Model architectures \['DeepseekV32ForCausalLM'\] are not sup"),
         # from 0.18 no sparse backend lists fp8_e5m2 (test_serving_v32_backends.py)
         ({"version": "0.18.0", "kv_cache_dtype": "fp8_e5m2"}, "has no valid vLLM 0.18.0 sparse"),
-        ({"kv_cache_dtype": "fp16"}, "'kv_cache_dtype' must be one of auto, bf16, fp8, fp8_e4m3"),
+        # fp16 is a vLLM choice from 0.18.0 (CacheDType), not a sparse MLA backend's
+        (
+            {"version": "0.18.0", "kv_cache_dtype": "fp16"},
+            "'kv_cache_dtype' must be one of auto, bf16, fp8, fp8_e4m3",
+        ),
+        ({"kv_cache_dtype": "fp16"}, "must be one of auto, fp8, fp8_e4m3, fp8_e5m2, bf16 for"),
     ],
 )
 def test_refusals(spec, settings, message):

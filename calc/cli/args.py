@@ -41,6 +41,11 @@ def dtype_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix("'dtype' ")) from None
 
 
+def kv_dtype_arg(text: str) -> str:
+    """A KV-cache dtype: "auto" (an engine's default) or one dtype_arg reads."""
+    return "auto" if text.strip().lower() == "auto" else dtype_arg(text)
+
+
 def add_command(subparsers, name: str, func: Callable, help: str, **kwargs):
     """A subcommand with `--json` and `func`; returns its parser for more arguments."""
     p = subparsers.add_parser(name, help=help, description=help, **kwargs)

@@ -60,7 +60,7 @@ def cmd_fit(args) -> int:
         return 0
     print(
         f"{t.model}: fewest GPUs for {group(batch)} x {group(seq)} tokens "
-        f"(weights {args.weights or 'bf16'}, KV {args.kv}, gpu_memory_utilization {generic_util(args)})"
+        f"(weights {args.weights or 'bf16'}, KV {memory_kwargs(args)['kv_dtype']}, gpu_memory_utilization {generic_util(args)})"
     )
     rows = []
     for r in t.rows:

@@ -17,7 +17,7 @@ import argparse
 import math
 from pathlib import Path
 
-from calc.cli.args import add_command, add_model_arg, dtype_arg, int_at_least
+from calc.cli.args import add_command, add_model_arg, dtype_arg, int_at_least, kv_dtype_arg
 from calc.cli.output import context_note, emit_json, note
 
 GIB = 2**30
@@ -59,7 +59,12 @@ def memory_args(p, seq_required: bool) -> None:
         "quantized checkpoint's torch_dtype)",
     )
     p.add_argument(
-        "--kv", type=dtype_arg, default="bf16", metavar="D", help="KV-cache dtype (default bf16)"
+        "--kv",
+        type=kv_dtype_arg,
+        default=None,
+        metavar="D",
+        help="KV-cache dtype (default bf16; with --engine, auto: the model's dtype, and the "
+        "release's --kv-cache-dtype choices)",
     )
     p.add_argument(
         "--group-size",
@@ -117,7 +122,7 @@ def memory_kwargs(args) -> dict:
         seq_len=args.seq,
         batch=args.batch,
         weight_dtype=args.weights or "bf16",
-        kv_dtype=args.kv,
+        kv_dtype="bf16" if args.kv in (None, "auto") else args.kv,
         group_size=args.group_size,
         gpu_memory_utilization=generic_util(args),
         runtime_reserve_bytes=reserve,

@@ -147,6 +147,11 @@ class KVCacheScheme(BaseModel):
     symmetric: bool = True
     scale_dtype: str = "fp32"
     layout: Literal["modelopt", "compressed-tensors"] = "compressed-tensors"
+    # ModelOpt: where the config declares it (a flat kv_cache_quant_algo string, a
+    # kv_cache_scheme, or hf_quant_config.json's quantization.kv_cache_quant_algo), and the
+    # scheme's `dynamic` (None: absent): the engines read them by release (calc.serving.kv_auto)
+    declared: Literal["kv_cache_quant_algo", "kv_cache_scheme", "nested"] | None = None
+    dynamic: bool | None = None
 
 
 class QuantConfig(BaseModel):

@@ -40,7 +40,8 @@ def parse_quantization_config(
     """
     if not isinstance(qc, dict):
         raise ValueError(f"{origin}: must be a JSON object: got {type(qc).__name__}")
-    if "quantization" in qc and "quant_method" not in qc:  # ModelOpt's hf_quant_config.json
+    nested = "quantization" in qc and "quant_method" not in qc  # ModelOpt's hf_quant_config.json
+    if nested:
         qc = {"quant_method": "modelopt", **qc["quantization"]}
     f = Fields(qc, origin)
     method = qc.get("quant_method")
@@ -51,9 +52,12 @@ def parse_quantization_config(
     try:
         if method == "compressed-tensors":
             return parse_compressed_tensors(f, dtype)
-        return _PARSERS[method](f, dtype)
+        q = _PARSERS[method](f, dtype)
     except ValidationError as e:
         raise ValueError(f"{origin}: {format_error(e)}") from None
+    if nested and q.kv_cache is not None:  # the engines read the nested key by its own rules
+        q = q.model_copy(update={"kv_cache": q.kv_cache.model_copy(update={"declared": "nested"})})
+    return q
 
 
 def _gptq(f: Fields, dtype: str) -> QuantConfig:
@@ -199,16 +203,35 @@ def _modelopt(f: Fields, dtype: str) -> QuantConfig:
         )
     else:
         scheme = QuantScheme(layout="modelopt-fp8", bits=8, strategy="tensor", scale_dtype="fp32")
-    # older exports: kv_cache_quant_algo "FP8"; newer: a compressed-tensors-like kv_cache_scheme
-    kv = f.choice("kv_cache_quant_algo", ("fp8", None), None) or f.data.get("kv_cache_scheme")
     return QuantConfig(
         method="modelopt",
         schemes=(scheme,),
         ignore=f.names("exclude_modules", "ignore"),
         ignore_style="fnmatch",  # vLLM modelopt.py is_layer_excluded: fnmatch wildcards
         dtype=dtype,
-        kv_cache=KVCacheScheme(layout="modelopt", scale_dtype="fp32") if kv else None,
+        kv_cache=_modelopt_kv(f),
     )
+
+
+def _modelopt_kv(f: Fields) -> KVCacheScheme | None:
+    """ModelOpt's fp8 KV cache: older exports say kv_cache_quant_algo "FP8", newer ones a
+    compressed-tensors-like kv_cache_scheme {"dynamic": false, "num_bits": 8, "type": "float"}
+    (kvcalc models 8-bit float KV only). The scheme wins where both are given, as both engines
+    read it first (calc.serving.kv_auto)."""
+    algo = f.choice("kv_cache_quant_algo", ("fp8", None), None)
+    key, scheme = f.get("kv_cache_scheme")
+    if scheme is not None:
+        if not isinstance(scheme, dict):
+            raise f.fail(key, "must be a JSON object (num_bits, type, dynamic)")
+        if (scheme.get("num_bits"), scheme.get("type")) != (8, "float"):
+            raise f.fail(key, "must be an 8-bit float scheme (kvcalc models fp8 KV caches)")
+        dynamic = scheme.get("dynamic")
+        if dynamic is not None and not isinstance(dynamic, bool):
+            raise f.fail(f"{key}.dynamic", "must be true or false", dynamic)
+        return KVCacheScheme(layout="modelopt", declared="kv_cache_scheme", dynamic=dynamic)
+    if algo:
+        return KVCacheScheme(layout="modelopt", declared="kv_cache_quant_algo")
+    return None
 
 
 def _fbgemm_fp8(f: Fields, dtype: str) -> QuantConfig:

@@ -201,7 +201,7 @@ def engine_settings(args, spec) -> dict:
         "data_parallel_size": args.dp,
         "enable_expert_parallel": args.enable_expert_parallel or None,
         "max_model_len": args.seq,
-        "kv_cache_dtype": args.kv,
+        "kv_cache_dtype": args.kv or "auto",
     }
     if args.engine == "vllm":
         for flag, val, default in (

@@ -15,9 +15,10 @@ from calc.serving.defaults import (
     vllm_batch_defaults,
     vllm_gpu_memory_utilization,
 )
-from calc.serving.engine_base import KV_CACHE_DTYPES, Engine, EngineConfig, parse_version
+from calc.serving.engine_base import Engine, EngineConfig, parse_version
 from calc.serving.engine_sglang import SglangConfig, sglang_settings
 from calc.serving.engine_vllm import VllmConfig
+from calc.serving.kv_choices import KV_CACHE_DTYPES
 from calc.serving.vllm_block import vllm_default_block
 from calc.serving.vllm_extensible import extensible_on
 from calc.serving.vllm_kv_memory import parse_kv_cache_memory

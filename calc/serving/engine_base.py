@@ -12,9 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calc.dtypes import canonical_dtype
+from calc.serving.kv_choices import ENGINE_SPELLING, check_kv_cache_dtype
 
 Engine = Literal["vllm", "sglang"]
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "fp32")
 
 
 @lru_cache(maxsize=256)  # a pure function of the string, read several times a plan
@@ -70,12 +70,17 @@ class EngineConfig(BaseModel):
             return canonical_dtype(model_dtype)
         return canonical_dtype(self.kv_cache_dtype)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kvcalc_spelling(cls, data):
+        """The engines' bfloat16 / float16 as kvcalc's bf16 / fp16 (calc.serving.kv_choices)."""
+        kv = data.get("kv_cache_dtype") if isinstance(data, dict) else None
+        if isinstance(kv, str) and kv in ENGINE_SPELLING:
+            data = {**data, "kv_cache_dtype": ENGINE_SPELLING[kv]}
+        return data
+
     @model_validator(mode="after")
     def _check_common(self) -> EngineConfig:
-        parse_version(self.version)
-        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise ValueError(
-                f"'kv_cache_dtype' must be one of {', '.join(KV_CACHE_DTYPES)}: "
-                f"got {self.kv_cache_dtype!r}"
-            )
+        v = parse_version(self.version)
+        check_kv_cache_dtype(self.engine, v, self.version, self.kv_cache_dtype)
         return self

@@ -69,6 +69,7 @@ class HardwareSpec(BaseModel):
     # --- compute units (what start-up buffers are sized by) ---------------------------------
     multiprocessors: int | None = Field(default=None, gt=0)  # SMs (NVIDIA), as published
     compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")  # "9.0"
+    gfx_arch: str | None = Field(default=None, pattern=r"^gfx[0-9a-f]+$")  # AMD's LLVM target
 
     # --- math ---------------------------------------------------------------------------------
     peak_tflops: dict[PeakDtype, float]  # as published; int8 is TOPS

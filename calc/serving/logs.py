@@ -3,7 +3,8 @@
 `parse_log(text)` returns a dict with the keys of a benchmarks/engine_logs case's [logged]
 table: weights_gib, available_kv_cache_gib, gpu_kv_cache_tokens, num_gpu_blocks,
 max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_gib,
-max_total_num_tokens, kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
+max_total_num_tokens, swa_layer_tokens and swa_kv_pool_gib (SGLang's sliding-window pool: its
+"full_layer_tokens=F, swa_layer_tokens=S" line sets max_total_num_tokens), kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
 kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
 needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
 mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, warmup_free_gib,
@@ -58,7 +59,13 @@ PATTERNS: dict[str, re.Pattern] = {
     "refused_available_gib": re.compile(rf"available KV cache memory \({_NUM} GiB\)"),
     "estimated_max_model_len": re.compile(rf"estimated maximum model length is {_NUM}"),
     "kv_cache_capacity_tokens": re.compile(rf"can be stored in KV cache \({_NUM}\)"),
-    "max_total_num_tokens": re.compile(rf"KV Cache is allocated\. #tokens: {_NUM}"),
+    # SGLang's pool line ("dtype: torch.bfloat16, " from 0.5.13); a sliding-window pool's own
+    # line first (its full layers' tokens: calc.serving.sglang_kv_lines)
+    "swa_full_layer_tokens": re.compile(rf"full_layer_tokens={_NUM}, swa_layer_tokens={_NUM}"),
+    "max_total_num_tokens": re.compile(
+        rf"(?<![A-Za-z] )KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: {_NUM}"
+    ),
+    "swa_kv_pool_gib": re.compile(rf"SWAKVPool mem usage: {_NUM} GB"),
     "k_size_gib": re.compile(rf"K size: {_NUM} GB"),
     "v_size_gib": re.compile(rf"V size: {_NUM} GB"),
     "kv_size_gib": re.compile(rf"KV size: {_NUM} GB"),
@@ -179,6 +186,9 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
+        elif key == "swa_full_layer_tokens":  # the full layers' pool is max_total_num_tokens
+            out["max_total_num_tokens"] = _num(match.group(1), "max_total_num_tokens")
+            out["swa_layer_tokens"] = _num(match.group(2), "max_total_num_tokens")
         elif key == "warmup_peak_gib":
             out[key] = _num(match.group(1), key)
             out["warmup_growth_gib"] = _num(match.group(2), key)

@@ -30,6 +30,7 @@ from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-e
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
 from calc.serving.hardware import HardwareSpec, cuda_capability, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
+from calc.serving.kv_auto import resolved_kv_cache_dtype
 from calc.serving.layout import kv_layout
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.plan_sglang import sglang_plan
@@ -38,6 +39,7 @@ from calc.serving.plan_vllm import vllm_plan
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_archs import check_architecture
 from calc.serving.sglang_budget import check_transport
+from calc.serving.sglang_kv_lines import sglang_model_dtype
 from calc.serving.sglang_multimodal import sglang_multimodal, sglang_weight_spec
 from calc.serving.sglang_page import kind_of as sglang_kind
 from calc.serving.sglang_page import sglang_page
@@ -117,6 +119,9 @@ def prepare(
             **settings,
         )
     tp, pp, v = config.tensor_parallel_size, config.pipeline_parallel_size, config.version_tuple
+    kv = resolved_kv_cache_dtype(spec, config.engine, v, config.kv_cache_dtype)
+    if kv != config.kv_cache_dtype:  # the checkpoint's declared fp8 cache (calc.serving.kv_auto)
+        config = config.model_copy(update={"kv_cache_dtype": kv})
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
         check_architecture(spec, config.version)  # GLM-4.5, MiniMax-M2, Kimi K2.5, ...
@@ -227,5 +232,7 @@ def engine_plan(
         **settings,
     )
     if config.engine == "sglang":
-        return sglang_plan(spec, hw, config, lay, weights, kd, total, available_kv_gib, calibration)
+        model_dtype = sglang_model_dtype(spec, weight_dtype)  # the pools' printed dtype
+        args = (kd, total, available_kv_gib, calibration, model_dtype)
+        return sglang_plan(spec, hw, config, lay, weights, *args)
     return vllm_plan(spec, hw, config, lay, weights, kd, wd, total, available_kv_gib, calibration)

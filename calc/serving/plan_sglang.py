@@ -11,13 +11,16 @@ from calc.serving.figures import GIB
 from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_budget import budget_refusal
-from calc.serving.sglang_hybrid import sglang_pool_lines
+from calc.serving.sglang_kv_lines import kv_line, sglang_pool_lines, torch_kv_dtype
 from calc.serving.sglang_requests import scheduler_line
 from calc.serving.sglang_spec import speculation
-from calc.serving.sglang_spec_pool import draft_pool_bytes, draft_pool_line, mtp_pool_layers
+from calc.serving.sglang_spec_pool import draft_pool_bytes, mtp_pool_layers
 
 
-def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibration) -> EnginePlan:
+def sglang_plan(
+    spec, hw, config, lay, weights, kd, total, given_gib, calibration, model_dtype
+) -> EnginePlan:
+    """`model_dtype`: SGLang's (calc.serving.sglang_kv_lines.sglang_model_dtype)."""
     L = config.max_model_len
     w = max(weights)
     budget = None  # derived: its free memory is what 0.5.14's refusal reads
@@ -39,12 +42,14 @@ def sglang_plan(spec, hw, config, lay, weights, kd, total, given_gib, calibratio
     )
     lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
-    lines += sglang_pool_lines(lay, config, r)
+    dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw)
+    lines += sglang_pool_lines(lay, config, r, dtype)
     sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's
         draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
-        lines.append(draft_pool_line(tokens, draft_bytes))
+        v = sglang_version(config.version)  # MLATokenToKVPool's line, as the target's
+        lines.append(kv_line(v, dtype, tokens, draft_bytes, mla=True))
     refusal = (r["mamba"] or {}).get("refusal")
     if budget is not None and not refusal:  # the budget after the mamba pool (sglang_budget)
         left = r["mamba"]["rest"] if r["mamba"] else rest

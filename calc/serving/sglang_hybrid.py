@@ -57,10 +57,8 @@ from pydantic import BaseModel, Field
 from calc.layers import KINDS
 from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
-from calc.serving.sglang_spec_pool import mtp_pool_layers
 from calc.serving.sglang_ssm import SSM_BYTES, SSM_NAMES, sglang_ssm_dtype
 from calc.serving.sglang_swa import gpt_oss_swa, llama4_swa
-from calc.serving.sglang_token_cap import cap_warning, draft_repeats
 from calc.serving.vllm_mamba import is_nemotron_h, is_qwen35
 
 GIB = 2**30
@@ -233,38 +231,3 @@ def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]
             )
         return ({"sglang_swa": swa} if swa else {}), split
     return {}, split
-
-
-def sglang_pool_lines(lay, config, r: dict) -> list[str]:
-    """The pool lines SGLang prints after the weights (figures.sglang_figures' `r`): the
-    --max-total-tokens warning (sglang_token_cap; from 0.5.11 after the sliding pools' first
-    line), MambaPool's (HybridReqToTokenPool is built first), then the token pool's; up to
-    0.5.8 the draft worker's warning again before its pool line (plan_sglang)."""
-    tokens, k_size, v = r["tokens"], r["k_size_bytes"], sglang_version(config.version)
-    pool, first, limit = r.get("mamba"), r.get("swa_profiled"), config.max_total_tokens
-    warn = cap_warning(limit, r.get("cap_seen"))
-    lines = [swa_line(*first)] if first and limit is not None else []
-    lines += warn
-    if pool and pool["slots"] > 0:
-        lines.append(mamba_log_line(config.version, pool))
-    if lay.mla:
-        lines.append(f"KV Cache is allocated. #tokens: {tokens}, KV size: {k_size / GIB:.2f} GB")
-    elif lay.sglang_swa:
-        if first is None or limit is None or tokens != first[0]:  # the configurator re-ran
-            lines.append(swa_line(tokens, r["swa_tokens"]))
-    else:
-        lines.append(
-            f"KV Cache is allocated. #tokens: {tokens}, K size: {k_size / GIB:.2f} GB, "
-            f"V size: {k_size / GIB:.2f} GB"
-        )
-    draft = mtp_pool_layers(config, lay) and tokens > 0  # plan_sglang prints its pool line
-    if warn and draft and draft_repeats(v):
-        lines += warn
-    return lines
-
-
-def swa_line(full, swa) -> str:
-    """SWAKVPool's line as 0.5.7 - 0.5.23 print it (model_runner_kv_cache_mixin.py, then
-    pool_configurator.py); "Use Sliding ..." up to 0.5.6.post2 is never printed by kvcalc, whose
-    first sliding-window pool is Llama 4's from 0.5.8 (calc.serving.sglang_swa)."""
-    return f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"

@@ -118,8 +118,3 @@ def draft_pool_bytes(lay, tokens: int, page_size: int, layers: int) -> int:
     """The draft worker's MLA pool: the target's tokens, `layers` layers of the same latent
     (MLATokenToKVPool: tokens + page_size rows a layer)."""
     return (tokens + page_size) * lay.token_bytes * layers
-
-
-def draft_pool_line(tokens: int, size_bytes: int) -> str:
-    """The draft worker's "KV Cache is allocated" line (MLATokenToKVPool's words)."""
-    return f"KV Cache is allocated. #tokens: {tokens}, KV size: {size_bytes / GIB:.2f} GB"
