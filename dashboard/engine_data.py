@@ -132,18 +132,31 @@ def one_engine_plan(spec, hw, engine: str, **settings) -> EnginePlan:
 
 
 def kv_cache_bytes(p: EnginePlan) -> int:
-    """The KV cache the engine keeps: the measured one with vLLM 0.34's extensible cache."""
-    measured = p.measured_kv_cache_bytes
-    return p.available_kv_cache_bytes if measured is None else measured
+    """The KV cache the engine keeps: the measured one with vLLM 0.34's extensible cache, the
+    pools SGLang allocates under a binding --max-total-tokens."""
+    for kept in (p.measured_kv_cache_bytes, p.allocated_kv_cache_bytes):
+        if kept is not None:
+            return kept
+    return p.available_kv_cache_bytes
 
 
 def kv_cache_help(p: EnginePlan) -> str:
     ext = " (measured after warmup: vLLM's extensible KV cache)" if p.extensible_kv_cache else ""
+    if p.allocated_kv_cache_bytes is not None:
+        ext = (
+            f" (the pools --max-total-tokens leaves, of a {p.available_kv_cache_bytes:,}-byte "
+            "budget: the rest stays free)"
+        )
     return f"{kv_cache_bytes(p):,} bytes{ext}"
 
 
 def stack_caption(p: EnginePlan) -> str:
     """What the stack's "free" is, by where the KV memory came from."""
+    if p.allocated_kv_cache_bytes is not None:
+        return (
+            "KV cache: the pools --max-total-tokens leaves; the rest of the KV budget is free "
+            "(SGLang does not allocate it)."
+        )
     if p.source == "given":
         return "Planned from the given available memory: free is the rest, not derived."
     if p.source == "kv_cache_memory_bytes":

@@ -441,6 +441,9 @@ def test_sglang_max_total_tokens_caps_the_pool():
     at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="20", emtt="100000")
     assert errors(at) == ""
     assert _tiles(at)["KV tokens"] == "100,000"
+    # the stack's KV cache is what the pool allocates: (100000 + 1) rows x 128 KiB (K and V)
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["KV cache"] == (100000 + 1) * 32 * 8 * 128 * 2 * 2
     # above the profiled count: SGLang's warning, and the profiled count kept
     at = open_page("capacity", **BASE, engine="sglang", ever="0.5.23", egiven="20", emtt="200000")
     assert errors(at) == ""

@@ -262,3 +262,13 @@ def test_cli(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "'--max-total-tokens' is an SGLang setting: vLLM takes --num-gpu-blocks-override" in err
+
+
+def test_a_binding_cap_allocates_fewer_bytes_than_the_budget():
+    # MHATokenToKVPool allocates (100000 + 1 page row) x 32 layers x 8 heads x 128 x 2 B, for K
+    # and for V: the rest of the 20 GiB stays free; an unbinding cap allocates the whole budget
+    p = sg(max_total_tokens=100000)
+    assert p.allocated_kv_cache_bytes == 2 * (100000 + 1) * 32 * 8 * 128 * 2
+    assert p.available_kv_cache_bytes == 20 * GIB
+    assert sg(max_total_tokens=200000).allocated_kv_cache_bytes is None
+    assert sg().allocated_kv_cache_bytes is None

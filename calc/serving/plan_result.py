@@ -46,6 +46,9 @@ class EnginePlan(Result):
     # vLLM 0.26+: the "--kv-cache-memory=N ... to fit into requested memory" its worker suggests
     # after capture, from kvcalc's terms (calc.serving.vllm_suggestion); None where not logged
     suggested_kv_cache_memory_bytes: int | None = None
+    # SGLang with a binding --max-total-tokens: the bytes its pools allocate (token pools' K + V,
+    # the mamba states); the rest of the KV budget stays free (calc.serving.sglang_kv_lines)
+    allocated_kv_cache_bytes: int | None = None
     k_size_gib: float | None = None  # SGLang
     max_mamba_cache_size: int | None = None  # SGLang, linear layers: the mamba states
     max_running_requests: int | None = None  # SGLang: the scheduler's (per DP worker)

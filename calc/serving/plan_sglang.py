@@ -11,7 +11,12 @@ from calc.serving.figures import GIB
 from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_budget import budget_refusal
-from calc.serving.sglang_kv_lines import kv_line, sglang_pool_lines, torch_kv_dtype
+from calc.serving.sglang_kv_lines import (
+    allocated_pool_bytes,
+    kv_line,
+    sglang_pool_lines,
+    torch_kv_dtype,
+)
 from calc.serving.sglang_requests import scheduler_line
 from calc.serving.sglang_spec import speculation
 from calc.serving.sglang_spec_pool import draft_pool_bytes, mtp_pool_layers
@@ -77,6 +82,7 @@ def sglang_plan(
         max_concurrency=conc,
         refusal=refusal,
         k_size_gib=None if k_size is None else round(k_size / GIB, 2),
+        allocated_kv_cache_bytes=allocated_pool_bytes(lay, config, r, rest),
         max_mamba_cache_size=r["mamba"]["slots"] if r["mamba"] else None,
         max_running_requests=n,
         speculative_method=sp.algorithm if sp else None,

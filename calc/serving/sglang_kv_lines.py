@@ -72,16 +72,33 @@ def kv_line(v: tuple[int, ...], dtype: str, tokens, size_bytes: int, *, mla: boo
     return f"{head} is allocated. {kind}#tokens: {tokens}, {sizes}"
 
 
+def swa_k_bytes(lay, page_size: int, full, swa) -> tuple[int, int]:
+    """The K buffers (V: the same) of SWAKVPool's full-layer and sliding-layer pools."""
+    n_full, n_swa = lay.sglang_swa
+    args = (page_size, lay.kv_heads, lay.head_size)
+    return (
+        m.sglang_k_size_bytes(full, *args, n_full, lay.kv_bytes),
+        m.sglang_k_size_bytes(swa, *args, n_swa, lay.kv_bytes),
+    )
+
+
+def allocated_pool_bytes(lay, config, r: dict, rest: int) -> int | None:
+    """What the pools allocate when --max-total-tokens binds (None when it does not): K + V of
+    the token pools (MLA: the one latent buffer) and the mamba states the budget gave."""
+    limit, seen = config.max_total_tokens, r.get("cap_seen")
+    if limit is None or getattr(seen, "ndim", 0) or limit >= seen:
+        return None
+    if lay.sglang_swa:
+        token_pools = 2 * sum(swa_k_bytes(lay, config.page_size, r["tokens"], r["swa_tokens"]))
+    else:
+        token_pools = r["k_size_bytes"] * (1 if lay.mla else 2)
+    mamba = r.get("mamba")
+    return int(token_pools + (rest - mamba["rest"] if mamba else 0))
+
+
 def swa_pool_lines(v: tuple[int, ...], dtype: str, lay, page_size: int, full, swa) -> list[str]:
     """SWAKVPool's two pools' lines and its own (module docstring)."""
-    n_full, n_swa = lay.sglang_swa
-
-    def k_size(tokens, layers):
-        return m.sglang_k_size_bytes(
-            tokens, page_size, lay.kv_heads, lay.head_size, layers, lay.kv_bytes
-        )
-
-    k_full, k_swa = k_size(full, n_full), k_size(swa, n_swa)
+    k_full, k_swa = swa_k_bytes(lay, page_size, full, swa)
     if v >= FULL_POOL_FIRST_FROM:
         pools = [
             kv_line(v, dtype, full, k_full, mla=False, label="Full"),
