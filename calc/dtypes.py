@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from calc.errors import check_count
 
 # Bits per element. fp8 comes in two encodings (e4m3 for weights/activations, e5m2 for
@@ -39,6 +41,11 @@ def canonical_dtype(dtype: str) -> str:
     """'bfloat16' -> 'bf16'; raises ValueError naming the choices on an unknown name."""
     if not isinstance(dtype, str):
         raise ValueError(f"'dtype' must be a string, one of {', '.join(DTYPES)}: got {dtype!r}")
+    return _canonical(dtype)
+
+
+@lru_cache(maxsize=256)  # a pure function of the name, read several times a plan
+def _canonical(dtype: str) -> str:
     d = dtype.strip().lower()
     d = _ALIASES.get(d, d)
     if d not in DTYPE_BITS:

@@ -14,6 +14,8 @@ engines' own "bfloat16" / "float16" are read as the same.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16")
 ENGINE_SPELLING = {"bfloat16": "bf16", "float16": "fp16"}
 VLLM_FROM = {"bf16": (0, 11, 0, 0), "fp16": (0, 18, 0, 0)}
@@ -21,6 +23,7 @@ SGLANG_FROM = {"bf16": (0, 5, 4, 0)}
 SGLANG_NEVER = ("fp8", "fp16")
 
 
+@lru_cache(maxsize=256)  # a pure function of two hashables, read on every config
 def kv_cache_choices(engine: str, version: tuple[int, ...]) -> tuple[str, ...]:
     """The choices `engine`'s `version` takes, in kvcalc's spelling (module docstring)."""
     if engine == "sglang":
