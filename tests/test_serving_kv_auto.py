@@ -135,3 +135,16 @@ def test_sglang_modelopt_nvfp4_weights(declared, version, kv):
     value = "FP8" if declared == "kv_cache_quant_algo" else {"num_bits": 8, "type": "float"}
     spec = _spec({"quant_method": "modelopt", "quant_algo": "NVFP4", declared: value})
     assert plan(spec, "sglang", version).kv_cache_dtype == kv
+
+
+def test_vllm_prints_cache_configs_fp8_line():
+    # config/cache.py _validate_cache_dtype: "Using fp8 ... scaling factor." to 0.19.1 (the
+    # 0.14.0 - 0.19.1 sdists), the dtype by name and no period from 0.20.0; the auto-resolved fp8
+    # reaches CacheConfig too (arg_utils.py create_engine_config)
+    tail = (
+        " data type to store kv cache. It reduces the GPU memory footprint and boosts the "
+        "performance. Meanwhile, it may cause accuracy drop without a proper scaling factor"
+    )
+    assert plan(nested_fp8(), "vllm", "0.14.0").log_lines[0] == "Using fp8" + tail + "."
+    assert plan(nested_fp8(), "vllm", "0.20.0").log_lines[0] == "Using fp8_e4m3" + tail
+    assert not plan(nested_fp8(), "vllm", "0.13.0").log_lines[0].startswith("Using")

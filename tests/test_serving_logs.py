@@ -250,3 +250,15 @@ def test_sglang_sliding_window_pool_lines_parse():
     old = text.replace("Full KV", "KV").replace("SWA KV", "KV").splitlines()
     got = parse_log("\n".join([old[0], old[2], old[1], old[3]]))
     assert got["max_total_num_tokens"] == 1028015
+
+
+def test_vllm_fp8_cache_line_names_the_dtype():
+    # config/cache.py's INFO line (0.20.0+ names the dtype; before, "fp8")
+    line = (
+        "INFO 07-06 22:50:30 [cache.py:280] Using fp8_e4m3 data type to store kv cache. It "
+        "reduces the GPU memory footprint and boosts the performance. Meanwhile, it may cause "
+        "accuracy drop without a proper scaling factor\n"
+        "INFO 07-06 22:52:09 [kv_cache_utils.py:2146] GPU KV cache size: 567,978 tokens\n"
+    )
+    got = parse_log(line)
+    assert (got["kv_cache_dtype"], got["gpu_kv_cache_tokens"]) == ("fp8_e4m3", 567978)

@@ -69,10 +69,15 @@ def test_mtp_adds_a_full_layer_and_k_conv_columns(k):
     assert p.gpu_kv_cache_tokens == int(blocks / per_request * 32768)
     assert (p.draft_layers, p.num_speculative_tokens, p.speculative_method) == (1, k, "mtp")
     assert "Add 3 padding layers, may waste at most 6.25% KV cache memory" in p.log_lines
-    assert p.log_lines[0] == (
+    assert p.log_lines[:2] == [
+        # CacheConfig's line for the fp8 cache (config/cache.py, 0.25.1 sdist), built before
+        # VllmConfig's hybrid check raises the block
+        "Using fp8_e4m3 data type to store kv cache. It reduces the GPU memory footprint and "
+        "boosts the performance. Meanwhile, it may cause accuracy drop without a proper "
+        "scaling factor",
         f"Setting attention block size to {block} tokens to ensure that attention page size "
-        "is >= mamba page size."
-    )
+        "is >= mamba page size.",
+    ]
 
 
 def test_the_niushuai_log_is_reproduced():

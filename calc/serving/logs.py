@@ -16,7 +16,8 @@ its non-default args), suggested_kv_cache_memory_bytes (0.26+'s suggestion after
 "Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
-scheduler line), max_mamba_cache_size, engine.
+scheduler line), max_mamba_cache_size, kv_cache_dtype (vLLM's "Using fp8... data type to store
+kv cache" line), engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
 "Worker_TP0", "Worker_PP0", "TP0 ") wins, else the first occurrence.
 vLLM V1 from 0.9.2 (DEBUG, gpu_worker.py): "Memory profiling takes X seconds. Total non KV cache
@@ -118,6 +119,8 @@ PATTERNS: dict[str, re.Pattern] = {
     # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
+    # vLLM's CacheConfig line for an fp8 cache (calc.serving.vllm_lines.fp8_cache_line)
+    "kv_cache_dtype": re.compile(r"Using (fp8\w*) data type to store kv cache"),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
 # llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
@@ -186,6 +189,8 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
+        elif key == "kv_cache_dtype":  # a name, not a figure
+            out[key] = match.group(1)
         elif key == "swa_full_layer_tokens":  # the full layers' pool is max_total_num_tokens
             out["max_total_num_tokens"] = _num(match.group(1), "max_total_num_tokens")
             out["swa_layer_tokens"] = _num(match.group(2), "max_total_num_tokens")

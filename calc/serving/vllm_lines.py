@@ -12,6 +12,22 @@ from calc.serving.vllm_xpu import xpu_lines
 
 GIB = 2**30
 ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
+NAMED_DTYPE_FROM = (0, 20, 0)  # "Using %s data type to store kv cache" (config/cache.py)
+
+
+def fp8_cache_line(kv_cache_dtype: str, v: tuple[int, ...]) -> list[str]:
+    """CacheConfig's line for an fp8 cache (config/cache.py _validate_cache_dtype, the engine's
+    config, so first): "Using fp8 data type ... scaling factor." to 0.19, the dtype named and no
+    final period from 0.20 (the 0.10.1 - 0.34.0 sdists); also for the fp8 that --kv-cache-dtype
+    auto resolves to (calc.serving.kv_auto), which CacheConfig receives."""
+    if not kv_cache_dtype.startswith("fp8"):
+        return []
+    name, end = (kv_cache_dtype, "") if v >= NAMED_DTYPE_FROM else ("fp8", ".")
+    return [
+        f"Using {name} data type to store kv cache. It reduces the GPU memory footprint and "
+        f"boosts the performance. Meanwhile, it may cause accuracy drop without a proper "
+        f"scaling factor{end}"
+    ]
 
 
 def v1_refusal(config, r, max_model_len) -> str | None:
@@ -38,7 +54,8 @@ def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, rese
     L, B, page, rank = config.max_model_len, r["block_size"], r["page_bytes"], r["rank"]
     n = r["num_gpu_blocks"]
     a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
-    lines = [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
+    lines = fp8_cache_line(config.kv_cache_dtype, config.version_tuple)
+    lines += [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
     lines += xpu_lines(lay, config.block_size, config.version_tuple)
     if not mtp:
         lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
