@@ -197,14 +197,16 @@ def test_sglang_gpt_oss_sliding_pool():
     full = int(tokens * 36 / (0.8 * 18 + 18))
     p = plan("gpt-oss-120b", engine="sglang", version="0.5.10")
     assert p.gpu_kv_cache_tokens == full == 647268
-    assert f"swa_layer_tokens={int(full * 0.8)}" in p.log_lines[1]
+    # configure_kv_cache_dtype's line first (model_runner.py, 0.5.3rc2 - 0.5.12 wheels)
+    assert p.log_lines[1] == "Using KV cache dtype: torch.bfloat16"
+    assert f"swa_layer_tokens={int(full * 0.8)}" in p.log_lines[2]
     p = plan("gpt-oss-120b", engine="sglang", version="0.5.10", swa_full_tokens_ratio=0.5)
     assert p.gpu_kv_cache_tokens == int(tokens * 36 / (0.5 * 18 + 18))
     # 0.5.1 - 0.5.9: its server_args branch sets disable_hybrid_swa_memory, so
     # ModelConfig.is_hybrid_swa is off: one token pool of all 36 layers
     p = plan("gpt-oss-120b", engine="sglang", version="0.5.9")
     assert p.gpu_kv_cache_tokens == tokens == 582542
-    assert p.log_lines[1].startswith(f"KV Cache is allocated. #tokens: {tokens},")
+    assert p.log_lines[2].startswith(f"KV Cache is allocated. #tokens: {tokens},")
     # not in SGLang before 0.5.1 (models/gpt_oss.py)
     with pytest.raises(ValueError, match="GptOssForCausalLM is in SGLang from 0.5.1"):
         plan("gpt-oss-120b", engine="sglang", version="0.4.10.post2")

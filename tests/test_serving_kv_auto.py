@@ -148,3 +148,27 @@ def test_vllm_prints_cache_configs_fp8_line():
     assert plan(nested_fp8(), "vllm", "0.14.0").log_lines[0] == "Using fp8" + tail + "."
     assert plan(nested_fp8(), "vllm", "0.20.0").log_lines[0] == "Using fp8_e4m3" + tail
     assert not plan(nested_fp8(), "vllm", "0.13.0").log_lines[0].startswith("Using")
+
+
+@pytest.mark.parametrize(
+    "gpu, version, kv, printed",
+    [("mi300x", "0.5.6.post1", "fp8_e5m2", "torch.float8_e5m2fnuz"),
+     ("mi355x", "0.5.6.post1", "fp8_e4m3", "torch.float8_e4m3fnuz"),
+     ("mi355x", "0.5.6.post2", "fp8_e4m3", "torch.float8_e4m3fn"),
+     ("mi300x", "0.5.6.post2", "fp8_e5m2", "torch.float8_e4m3fnuz"),
+     ("h100-sxm", "0.5.6.post2", "fp8_e5m2", "torch.float8_e5m2")],
+)  # fmt: skip
+def test_sglang_names_the_cache_dtype_by_platform_and_release(gpu, version, kv, printed):
+    # configure_kv_cache_dtype: ROCm's float8_*fnuz to 0.5.6.post1, fp8_dtype from 0.5.6.post2
+    # (is_fp8_fnuz: "gfx94" in the arch: MI300X gfx942, MI355X gfx950), logged as
+    # "Using KV cache dtype: ..." in 0.5.3rc2 - 0.5.12 (model_runner.py)
+    p = engine_plan(
+        "llama-3.1-8b", gpu, "sglang", version=version, available_kv_gib=20,
+        kv_cache_dtype=kv, mem_fraction_static=0.8,
+    )  # fmt: skip
+    assert f"Using KV cache dtype: {printed}" in p.log_lines
+    later = engine_plan(
+        "llama-3.1-8b", gpu, "sglang", version="0.5.13", available_kv_gib=20,
+        kv_cache_dtype=kv, mem_fraction_static=0.8,
+    )  # fmt: skip
+    assert not any(x.startswith("Using KV cache dtype") for x in later.log_lines)

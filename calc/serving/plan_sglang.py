@@ -13,6 +13,7 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_budget import budget_refusal
 from calc.serving.sglang_kv_lines import (
     allocated_pool_bytes,
+    dtype_line,
     kv_line,
     sglang_pool_lines,
     torch_kv_dtype,
@@ -47,14 +48,14 @@ def sglang_plan(
     )
     lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
-    dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw)
-    lines += sglang_pool_lines(lay, config, r, dtype)
+    v = sglang_version(config.version)
+    dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw, v)
+    lines += dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)
     sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's
         draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
-        v = sglang_version(config.version)  # MLATokenToKVPool's line, as the target's
-        lines.append(kv_line(v, dtype, tokens, draft_bytes, mla=True))
+        lines.append(kv_line(v, dtype, tokens, draft_bytes, mla=True))  # as the target's
     refusal = (r["mamba"] or {}).get("refusal")
     if budget is not None and not refusal:  # the budget after the mamba pool (sglang_budget)
         left = r["mamba"]["rest"] if r["mamba"] else rest

@@ -4,9 +4,10 @@
 The pool's dtype (ModelRunner.configure_kv_cache_dtype; mem_cache/kv_cache_dtype.py from
 0.5.16): "auto" is the model dtype (ModelConfig._get_and_verify_dtype: --dtype, else config.json's
 torch_dtype, float32 or none read as float16, bfloat16 for Gemma); fp8_e4m3 torch.float8_e4m3fn,
-fp8_e5m2 torch.float8_e5m2, and on ROCm both the platform's fp8_dtype (layers/quantization/
-fp8_kernel.py is_fp8_fnuz: float8_e4m3fnuz where "gfx94" is in the arch name, MI300X / MI325X;
-float8_e4m3fn on gfx950, MI355X; a hardware file's gfx_arch).
+fp8_e5m2 torch.float8_e5m2; on ROCm float8_e4m3fnuz / float8_e5m2fnuz up to 0.5.6.post1, from
+0.5.6.post2 both the platform's fp8_dtype (layers/quantization/fp8_kernel.py is_fp8_fnuz:
+float8_e4m3fnuz where "gfx94" is in the arch name, MI300X / MI325X; float8_e4m3fn on gfx950,
+MI355X; a hardware file's gfx_arch). 0.5.3rc2 - 0.5.12 log it: "Using KV cache dtype: torch.X".
 
 The lines (MHATokenToKVPool / MLATokenToKVPool._finalize_allocation_log, memory_pool.py):
 "KV Cache is allocated. #tokens: T, K size: X GB, V size: X GB" (MLA: "KV size: X GB"), from
@@ -28,6 +29,8 @@ from calc.serving.sglang_token_cap import cap_warning, draft_repeats
 
 GIB = 2**30
 DTYPE_IN_LINE_FROM = (0, 5, 13, 0)  # "KV Cache is allocated. dtype: ..."
+DTYPE_LINE = ((0, 5, 3, 0), (0, 5, 13, 0))  # "Using KV cache dtype: ..." (0.5.3rc2 on)
+ROCM_FP8_DTYPE_FROM = (0, 5, 6, 2)  # fp8_dtype on ROCm; before, float8_e4m3fnuz / e5m2fnuz
 FULL_POOL_FIRST_FROM = (0, 5, 17, 0)  # SWAKVPool builds the full layers' pool first, labelled
 TORCH_NAMES = {
     "bf16": "torch.bfloat16",
@@ -53,14 +56,22 @@ def sglang_model_dtype(spec, weight_dtype: str | None) -> str:
     return stored
 
 
-def torch_kv_dtype(kv_cache_dtype: str, model_dtype: str, hw) -> str:
+def torch_kv_dtype(kv_cache_dtype: str, model_dtype: str, hw, v: tuple[int, ...]) -> str:
     """The pool's torch dtype as SGLang prints it (module docstring)."""
     if kv_cache_dtype in ("auto", "bf16"):
         return TORCH_NAMES[model_dtype if kv_cache_dtype == "auto" else "bf16"]
+    if hw.vendor == "AMD" and v < ROCM_FP8_DTYPE_FROM:  # the fnuz types, whatever the arch
+        return f"torch.float8_{kv_cache_dtype.removeprefix('fp8_')}fnuz"
     if hw.vendor == "AMD":  # ROCm's fp8_dtype for either fp8 choice (is_fp8_fnuz: "gfx94" in
         fnuz = "gfx94" in (hw.gfx_arch or "")  # the device's gcnArchName; none given: not)
         return "torch.float8_e4m3fnuz" if fnuz else "torch.float8_e4m3fn"
     return TORCH_NAMES[kv_cache_dtype]
+
+
+def dtype_line(v: tuple[int, ...], dtype: str) -> list[str]:
+    """configure_kv_cache_dtype's "Using KV cache dtype: torch.X" (0.5.3rc2 - 0.5.12, before the
+    pools; from 0.5.13 the pool line names the dtype instead)."""
+    return [f"Using KV cache dtype: {dtype}"] if DTYPE_LINE[0] <= v < DTYPE_LINE[1] else []
 
 
 def kv_line(v: tuple[int, ...], dtype: str, tokens, size_bytes: int, *, mla: bool, label="") -> str:
