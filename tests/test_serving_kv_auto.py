@@ -172,3 +172,15 @@ def test_sglang_names_the_cache_dtype_by_platform_and_release(gpu, version, kv, 
         kv_cache_dtype=kv, mem_fraction_static=0.8,
     )  # fmt: skip
     assert not any(x.startswith("Using KV cache dtype") for x in later.log_lines)
+
+
+def test_vllm_refuses_a_compressed_tensors_kv_scheme_it_cannot_run():
+    # validate_kv_cache_scheme (compressed_tensors.py, 0.10.2 - 0.34.0 sdists): 8-bit float only
+    qc = json.loads((FIX / "redhatai-meta-llama-3.1-8b-instruct-quantized.w8a8.json").read_text())
+    qc = qc.get("quantization_config", qc)
+    kv = {"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": False, "symmetric": True}
+    spec = resolve_model("llama-3.1-8b").model_copy(
+        update={"quantization": parse_quantization_config({**qc, "kv_cache_scheme": kv})}
+    )
+    with pytest.raises(ValueError, match="num_bits=8, type=float, however received"):
+        engine_plan(spec, "h100-sxm", "vllm", version="0.22.0", available_kv_gib=20)

@@ -8,7 +8,8 @@ vLLM (EngineArgs.create_engine_config -> utils/torch_utils.py resolve_kv_cache_d
   quant_method starting "modelopt", its kv_cache_scheme first (a dict with "dynamic": false,
   num_bits 8, type float -> fp8_e4m3; any other dict: a warning and "auto"), else its
   kv_cache_quant_algo ("FP8" -> fp8_e4m3), the nested hf_quant_config.json key included.
-- compressed-tensors' kv_cache_scheme, in Attention.__init__ (model_executor/layers/attention/
+- compressed-tensors' kv_cache_scheme (8-bit float, tensor or attn_head, symmetric, else vLLM's
+  NotImplementedError, check_vllm_ct_scheme), in Attention.__init__ (model_executor/layers/attention/
   attention.py): 0.16.0 - 0.21.0 the cache is "fp8" whatever --kv-cache-dtype says (0.16.0
   :231-237); from 0.22.0 only when it is "auto" (0.22.0 :238-242). Before 0.16.0: the model dtype.
 SGLang (ModelRunner.configure_kv_cache_dtype, mem_cache/kv_cache_dtype.py from 0.5.16): from
@@ -41,8 +42,11 @@ def resolved_kv_cache_dtype(spec, engine: str, version: tuple[int, ...], kv_cach
     kv = None if q is None else q.kv_cache
     if kv is None:
         return kv_cache_dtype
+    if q.method not in ("modelopt", "compressed-tensors"):
+        return kv_cache_dtype
     if engine == "vllm":
-        if kv.layout == "compressed-tensors":
+        if q.method == "compressed-tensors":  # any kv_cache_scheme it keeps (Attention.__init__)
+            check_vllm_ct_scheme(kv)
             forced = VLLM_CT_FORCED[0] <= version < VLLM_CT_FORCED[1]
             if forced or (version >= VLLM_CT_FORCED[1] and kv_cache_dtype == "auto"):
                 return "fp8"
@@ -61,7 +65,9 @@ def _sglang_reads(q, kv, v: tuple[int, ...]) -> bool:
     """Whether SGLang `v`'s quant config exposes kv_cache_quant_algo "FP8" (module docstring)."""
     if v < SGLANG_RUNNER_FROM:
         return False
-    if kv.layout == "compressed-tensors":
+    if q.method == "compressed-tensors":  # a kv_cache_scheme dict (calc.quant.parse_ct)
+        if kv.layout != "compressed-tensors":
+            return False
         static_tensor = kv.strategy == "tensor" and kv.symmetric and kv.type == "float"
         return v >= SGLANG_CT_FROM and kv.bits == 8 and static_tensor
     if q.scheme.layout == "modelopt-nvfp4":
@@ -70,3 +76,27 @@ def _sglang_reads(q, kv, v: tuple[int, ...]) -> bool:
     if v < SGLANG_FP8_CONFIG_FROM:
         return False
     return kv.declared != "kv_cache_quant_algo" or v >= SGLANG_FLAT_ALGO_FROM
+
+
+def check_vllm_ct_scheme(kv) -> None:
+    """CompressedTensorsKVCacheMethod.validate_kv_cache_scheme's refusals (compressed_tensors.py
+    in the 0.10.2, 0.13.0, 0.14.1, 0.16.0 and 0.34.0 sdists): 8-bit float, tensor or attn_head
+    strategy, symmetric."""
+    if kv.layout != "compressed-tensors":
+        return  # a string kv_cache_scheme (calc.quant.parse_ct): not a dict vLLM validates
+    if (kv.type, kv.bits) != ("float", 8):
+        raise ValueError(
+            "'kv_cache_scheme': vLLM's NotImplementedError: Currently supported kv cache "
+            f"quantization is num_bits=8, type=float, however received num_bits={kv.bits}, "
+            f"type={kv.type}"
+        )
+    if kv.strategy not in ("tensor", "attn_head"):
+        raise ValueError(
+            "'kv_cache_scheme.strategy': vLLM's NotImplementedError: Invalid strategy for "
+            f"compressed-tensors KV cache (tensor or attn_head): got {kv.strategy!r}"
+        )
+    if not kv.symmetric:
+        raise ValueError(
+            "'kv_cache_scheme.symmetric': vLLM's NotImplementedError: Only support symmetric "
+            "scaling factor for compressed-tensors KV cache: got False"
+        )
