@@ -287,3 +287,11 @@ def test_a_vllm_release_newer_than_the_newest_read_is_refused_by_name():
     assert engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0").version == "0.34.0"
     with pytest.raises(ValueError, match=r"'version' 0\.35\.0 is newer than vLLM 0\.34\.0"):
         engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.35.0")
+
+
+def test_a_copy_with_another_version_parses_it_again():
+    # version_tuple is cached on the frozen config; model_copy must not carry it over
+    cfg = engine_config("vllm", version="0.20.0", gpu_memory_gib=79.2, gpu_name="h100-sxm")
+    assert cfg.version_tuple == (0, 20, 0, 0)
+    assert cfg.model_copy(update={"version": "0.11.0"}).version_tuple == (0, 11, 0, 0)
+    assert cfg.model_copy(update={"block_size": 32}).version_tuple == (0, 20, 0, 0)

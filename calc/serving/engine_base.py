@@ -6,7 +6,7 @@ each engine's own; calc.serving.engine.engine_config builds them with the releas
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -56,9 +56,16 @@ class EngineConfig(BaseModel):
     kv_cache_dtype: str = "auto"
     max_model_len: int | None = Field(default=None, gt=0)  # SGLang: context_length
 
-    @property
+    @cached_property
     def version_tuple(self) -> tuple[int, int, int]:
+        """The parsed release, read dozens of times a plan (model_copy drops it: an update may
+        change the version)."""
         return parse_version(self.version)
+
+    def model_copy(self, *, update=None, deep: bool = False):
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("version_tuple", None)
+        return copy
 
     @property
     def gpus_per_replica(self) -> int:

@@ -16,6 +16,9 @@ The lines (MHATokenToKVPool / MLATokenToKVPool._finalize_allocation_log, memory_
 then logs "SWAKVPool mem usage: M GB, swa size: S, full size: F" (M: both pools' K + V):
 0.5.8 - 0.5.16 the sliding layers' pool first, unlabelled; from 0.5.17 the full layers' first,
 labelled "Full KV Cache is allocated." and "SWA KV Cache is allocated." (allocation_label).
+sglang#18039's MiMo-V2-Flash log (main of 2026-01-31, between 0.5.8 and 0.5.9) shows the order:
+"Use sliding window memory pool. full_layer_tokens=375360, swa_layer_tokens=300288", then "KV
+Cache is allocated. #tokens: 300288, ..." (the sliding pool's) on each rank.
 """
 
 from __future__ import annotations
