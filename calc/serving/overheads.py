@@ -196,10 +196,9 @@ def overheads(spec, config, wd, calibration, hw=None):
     if "activation_bytes_per_batched_token" in cal:
         act = int(cal["activation_bytes_per_batched_token"] * config.max_num_batched_tokens)
         return act, int(cal["non_torch_bytes"]), 0
-    act = activation_bytes_per_gpu(
-        spec, tp, config.max_num_batched_tokens, config.max_num_seqs, activation_dtype(wd)
-    )
-    if _v0_dense(spec, config):  # the eager V0 profile run, written out from vLLM's forward
+    ad, act = activation_dtype(wd), None  # kvcalc's generic peak only where no vLLM one is
+    v0_dense = _v0_dense(spec, config)
+    if v0_dense:  # the eager V0 profile run, written out from vLLM's forward
         a = dtype_bits(activation_dtype(wd)) // 8
         d = spec.head_dim
         forward = m.vllm_v0_profile_peak_bytes(
@@ -214,13 +213,17 @@ def overheads(spec, config, wd, calibration, hw=None):
         act = max(forward, sampler * SAMPLER_BYTES_PER_LOGIT)
     nt = vllm_non_torch_bytes(config, hw)
     if config.engine == "vllm" and vllm_uses_v2_runner(spec, config):
-        act = vllm_v2_activation_bytes(spec, config, activation_dtype(wd))
+        act = vllm_v2_activation_bytes(spec, config, ad)
         if hw is not None:  # cuBLAS's workspace: in the peak, from 0.27.0 in the consumed memory
             consumed = config.version_tuple >= TOTAL_CONSUMED_FROM
             act += 0 if consumed else cublas_workspace_bytes(hw)
             nt += cublas_workspace_bytes(hw) if consumed else 0
-    elif config.engine == "vllm" and not _v0_dense(spec, config):
-        act = vllm_v1_activation_bytes(spec, config, activation_dtype(wd), hw) or act
+    elif config.engine == "vllm" and not v0_dense:
+        act = vllm_v1_activation_bytes(spec, config, ad, hw) or None  # none: the generic
+    if act is None:
+        act = activation_bytes_per_gpu(
+            spec, tp, config.max_num_batched_tokens, config.max_num_seqs, ad
+        )
     return act, nt, cudagraph_bytes(spec, config)
 
 
