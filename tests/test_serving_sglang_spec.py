@@ -350,3 +350,18 @@ def test_cli_prints_both_pools_and_refuses_the_other_engines_flags(capsys):
     assert main([*sglang, "--engine-version", "0.5.2", "--speculative-algorithm", "NGRAM"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "NGRAM is not modelled" in err
+
+
+def test_the_draft_worker_logs_its_own_kv_dtype_up_to_0_5_12():
+    # each ModelRunner runs configure_kv_cache_dtype ("Using KV cache dtype: ...",
+    # model_runner.py in the 0.5.3rc2 - 0.5.12 wheels): the target's, then the draft worker's
+    # just before its MLATokenToKVPool line; from 0.5.13 the pool lines name the dtype instead
+    kw = dict(tensor_parallel_size=8, speculative_algorithm="NEXTN", available_kv_gib=40)
+    p = engine_plan("deepseek-v3", "h200", "sglang", version="0.5.10", **kw)
+    i = [n for n, x in enumerate(p.log_lines) if x == "Using KV cache dtype: torch.bfloat16"]
+    assert len(i) == 2 and p.log_lines[i[1] + 1].startswith("KV Cache is allocated. #tokens: ")
+    p = engine_plan("deepseek-v3", "h200", "sglang", version="0.5.13", **kw)
+    assert not any(x.startswith("Using KV cache dtype") for x in p.log_lines)
+    assert (
+        sum(x.startswith("KV Cache is allocated. dtype: torch.bfloat16") for x in p.log_lines) == 2
+    )

@@ -13,8 +13,8 @@ from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_budget import budget_refusal
 from calc.serving.sglang_kv_lines import (
     allocated_pool_bytes,
+    draft_pool_lines,
     dtype_line,
-    kv_line,
     sglang_pool_lines,
     torch_kv_dtype,
 )
@@ -55,7 +55,7 @@ def sglang_plan(
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's
         draft_bytes = draft_pool_bytes(lay, tokens, config.page_size, draft)
-        lines.append(kv_line(v, dtype, tokens, draft_bytes, mla=True))  # as the target's
+        lines += draft_pool_lines(config, r, dtype, draft_bytes)
     refusal = (r["mamba"] or {}).get("refusal")
     if budget is not None and not refusal:  # the budget after the mamba pool (sglang_budget)
         left = r["mamba"]["rest"] if r["mamba"] else rest

@@ -27,7 +27,6 @@ from calc.dtypes import canonical_dtype
 from calc.serving import memory as m
 from calc.serving.defaults_sglang import sglang_version
 from calc.serving.sglang_hybrid import mamba_log_line
-from calc.serving.sglang_spec_pool import mtp_pool_layers
 from calc.serving.sglang_token_cap import cap_warning, draft_repeats
 
 GIB = 2**30
@@ -131,8 +130,7 @@ def sglang_pool_lines(lay, config, r: dict, dtype: str) -> list[str]:
     """The pool lines SGLang prints after the weights (figures.sglang_figures' `r`; `dtype`
     torch_kv_dtype's): the --max-total-tokens warning (sglang_token_cap; from 0.5.11 after the
     sliding pools' first line), MambaPool's (HybridReqToTokenPool is built first), then the
-    token pool's; up to 0.5.8 the draft worker's warning again before its pool line
-    (plan_sglang)."""
+    token pool's (the draft worker's: draft_pool_lines)."""
     tokens, k_size, v = r["tokens"], r["k_size_bytes"], sglang_version(config.version)
     pool, first, limit = r.get("mamba"), r.get("swa_profiled"), config.max_total_tokens
     warn = cap_warning(limit, r.get("cap_seen"))
@@ -146,10 +144,19 @@ def sglang_pool_lines(lay, config, r: dict, dtype: str) -> list[str]:
         lines += swa_pool_lines(v, dtype, lay, config.page_size, tokens, r["swa_tokens"])
     else:
         lines.append(kv_line(v, dtype, tokens, k_size, mla=lay.mla))
-    draft = mtp_pool_layers(config, lay) and tokens > 0  # plan_sglang prints its pool line
-    if warn and draft and draft_repeats(v):
-        lines += warn
     return lines
+
+
+def draft_pool_lines(config, r: dict, dtype: str, draft_bytes: int) -> list[str]:
+    """The MTP draft worker's own ModelRunner after the target's: its "Using KV cache dtype"
+    (0.5.3rc2 - 0.5.12), up to 0.5.8 the --max-total-tokens warning again (it compares the cap
+    with the target's count: sglang_token_cap), its MLATokenToKVPool line over the target's
+    tokens."""
+    v = sglang_version(config.version)
+    lines = dtype_line(v, dtype)
+    if draft_repeats(v):
+        lines += cap_warning(config.max_total_tokens, r.get("cap_seen"))
+    return [*lines, kv_line(v, dtype, r["tokens"], draft_bytes, mla=True)]
 
 
 def swa_line(full, swa) -> str:
