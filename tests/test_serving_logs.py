@@ -262,3 +262,14 @@ def test_vllm_fp8_cache_line_names_the_dtype():
     )
     got = parse_log(line)
     assert (got["kv_cache_dtype"], got["gpu_kv_cache_tokens"]) == ("fp8_e4m3", 567978)
+
+
+def test_sglang_fp8_pool_dtype_parses_as_its_choice():
+    # model_runner.py's line (0.5.3 - 0.5.12) and the 0.5.13+ pool line, ROCm's fnuz included
+    for text, kv in (
+        ("[TP0] Using KV cache dtype: torch.float8_e4m3fnuz", "fp8_e4m3"),
+        ("[TP0] KV Cache is allocated. dtype: torch.float8_e5m2, #tokens: 10, K size: 1.00 GB, "
+         "V size: 1.00 GB", "fp8_e5m2"),
+    ):  # fmt: skip
+        assert parse_log(text)["kv_cache_dtype"] == kv
+    assert "kv_cache_dtype" not in parse_log("[TP0] Using KV cache dtype: torch.bfloat16")

@@ -80,7 +80,7 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         settings["max_model_len"] = logged["max_model_len"]
     if engine == "vllm" and "gpu_memory_utilization" in logged:
         settings.setdefault("gpu_memory_utilization", logged["gpu_memory_utilization"])
-    if engine == "vllm" and "kv_cache_dtype" in logged:  # the fp8 cache the log names
+    if "kv_cache_dtype" in logged:  # the fp8 cache the log names
         settings.setdefault("kv_cache_dtype", logged["kv_cache_dtype"])
     if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
         settings.setdefault("speculative_method", logged["speculative_method"])

@@ -17,7 +17,7 @@ its non-default args), suggested_kv_cache_memory_bytes (0.26+'s suggestion after
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
 scheduler line), max_mamba_cache_size, kv_cache_dtype (vLLM's "Using fp8... data type to store
-kv cache" line), engine.
+kv cache" line, SGLang's fp8 pool dtype), engine.
 With TP / PP every worker prints its own lines: a line tagged as worker 0 ("rank=0",
 "Worker_TP0", "Worker_PP0", "TP0 ") wins, else the first occurrence.
 vLLM V1 from 0.9.2 (DEBUG, gpu_worker.py): "Memory profiling takes X seconds. Total non KV cache
@@ -121,6 +121,11 @@ PATTERNS: dict[str, re.Pattern] = {
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     # vLLM's CacheConfig line for an fp8 cache (calc.serving.vllm_lines.fp8_cache_line)
     "kv_cache_dtype": re.compile(r"Using (fp8\w*) data type to store kv cache"),
+    # SGLang's pool dtype: "Using KV cache dtype: torch.X" (0.5.3 - 0.5.12), "KV Cache is
+    # allocated. dtype: torch.X" (0.5.13 on): fp8 names read as its --kv-cache-dtype
+    "sglang_kv_torch_dtype": re.compile(
+        r"(?:Using KV cache dtype: |KV Cache is allocated\. dtype: )torch\.(float8_e[45]m[23])"
+    ),
     "sglang_avail_after_no_usage": re.compile(rf"Load weight end\..*avail mem={_NUM} GB\s*$", re.M),
 }
 # llm-d-planner runs/*.json (https://github.com/llm-d-incubation/llm-d-planner, accuracy/)
@@ -191,6 +196,8 @@ def parse_log(text: str) -> dict:
             out["context_len"] = _num(match.group(2), key)
         elif key == "kv_cache_dtype":  # a name, not a figure
             out[key] = match.group(1)
+        elif key == "sglang_kv_torch_dtype":  # fnuz on ROCm: the same choice
+            out.setdefault("kv_cache_dtype", "fp8_e4m3" if "e4m3" in match.group(1) else "fp8_e5m2")
         elif key == "swa_full_layer_tokens":  # the full layers' pool is max_total_num_tokens
             out["max_total_num_tokens"] = _num(match.group(1), "max_total_num_tokens")
             out["swa_layer_tokens"] = _num(match.group(2), "max_total_num_tokens")
