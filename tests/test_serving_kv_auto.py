@@ -184,3 +184,11 @@ def test_vllm_refuses_a_compressed_tensors_kv_scheme_it_cannot_run():
     )
     with pytest.raises(ValueError, match="num_bits=8, type=float, however received"):
         engine_plan(spec, "h100-sxm", "vllm", version="0.22.0", available_kv_gib=20)
+
+
+def test_an_fp8_config_declaring_a_kv_cache_is_refused_by_name():
+    # SGLang 0.5.18+'s Fp8Config reads a flat kv_cache_quant_algo (layers/quantization/fp8.py),
+    # vLLM's does not: kvcalc does not guess which engine's reading applies
+    qc = json.loads((FIX / "qwen3-30b-a3b-fp8.config.json").read_text())["quantization_config"]
+    with pytest.raises(ValueError, match="kv_cache_quant_algo.*not modelled with quant_method fp8"):
+        parse_quantization_config({**qc, "kv_cache_quant_algo": "FP8"})

@@ -165,6 +165,12 @@ def _fp8(f: Fields, dtype: str) -> QuantConfig:
     if f.names("modules_to_convert"):
         raise f.fail("modules_to_convert", "must be empty: fp8 embeddings are not counted")
     experts = f.choice("expert_dtype", ("fp8", "fp4"), "fp8")
+    if f.data.get("kv_cache_quant_algo") is not None:  # SGLang 0.5.18+ Fp8Config reads it
+        raise f.fail(
+            "kv_cache_quant_algo",
+            "is not modelled with quant_method fp8 (SGLang 0.5.18+ stores an fp8 KV cache from "
+            "it, vLLM a bf16 one; drop it and give --kv-cache-dtype)",
+        )
     block = f.data.get("weight_block_size")
     if block is not None and not (
         isinstance(block, list | tuple)
