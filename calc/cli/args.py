@@ -42,8 +42,10 @@ def dtype_arg(text: str) -> str:
 
 
 def kv_dtype_arg(text: str) -> str:
-    """A KV-cache dtype: "auto" (an engine's default) or one dtype_arg reads."""
-    return "auto" if text.strip().lower() == "auto" else dtype_arg(text)
+    """A KV-cache dtype: "auto" (an engine's default), vLLM's packed "nvfp4", or one dtype_arg
+    reads."""
+    word = text.strip().lower()
+    return word if word in ("auto", "nvfp4") else dtype_arg(text)
 
 
 def add_command(subparsers, name: str, func: Callable, help: str, **kwargs):

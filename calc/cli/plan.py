@@ -112,6 +112,13 @@ def generic_util(args) -> float:
     return DEFAULT_GPU_MEMORY_UTILIZATION if args.util is None else args.util
 
 
+def _generic_kv(kv: str | None) -> str:
+    """kvcalc's own plan: bf16 for auto; nvfp4 is an engine format (vLLM's) it does not plan."""
+    if kv == "nvfp4":
+        raise ValueError("'--kv' nvfp4 is vLLM's packed cache: plan it with --engine vllm")
+    return "bf16" if kv in (None, "auto") else kv
+
+
 def memory_kwargs(args) -> dict:
     reserve = None if args.reserve_gib is None else args.reserve_gib * GIB
     if reserve is not None:
@@ -122,7 +129,7 @@ def memory_kwargs(args) -> dict:
         seq_len=args.seq,
         batch=args.batch,
         weight_dtype=args.weights or "bf16",
-        kv_dtype="bf16" if args.kv in (None, "auto") else args.kv,
+        kv_dtype=_generic_kv(args.kv),
         group_size=args.group_size,
         gpu_memory_utilization=generic_util(args),
         runtime_reserve_bytes=reserve,

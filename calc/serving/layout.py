@@ -56,6 +56,8 @@ from calc.serving.sglang_hybrid import sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
 from calc.serving.vllm_mamba import StateArgs, vllm_state_bytes, vllm_state_pages
+from calc.serving.vllm_nvfp4 import NVFP4
+from calc.serving.vllm_nvfp4 import full_dim as nvfp4_full_dim
 from calc.serving.vllm_spec import Speculation, conv_columns, state_spec_pages
 from calc.sharding import kv_heads_per_gpu
 from calc.spec import ModelSpec
@@ -122,10 +124,13 @@ def kv_layout(
         split = (split[0] + speculation.draft_layers,)
     if "sliding_attention" in counts and "chunked_attention" in counts:
         _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")
-    tb = token_bytes(spec, tp, kv_dtype)
-    kb = dtype_bits(kv_dtype) // 8
     heads = 1 if spec.is_mla else kv_heads_per_gpu(spec, tp)
     size = spec.kv_lora_rank + spec.qk_rope_head_dim if spec.is_mla else spec.head_dim
+    if kv_dtype == NVFP4:  # bytes of fp4 values and fp8 scales a head, stored as uint8
+        size, kb = nvfp4_full_dim(spec.head_dim), 1
+        tb = 2 * heads * size
+    else:
+        tb, kb = token_bytes(spec, tp, kv_dtype), dtype_bits(kv_dtype) // 8
     common = dict(
         sliding_window=spec.sliding_window,
         chunk=spec.attention_chunk_size,

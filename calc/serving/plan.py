@@ -56,6 +56,7 @@ from calc.serving.vllm_kv_memory import sets_memory
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
+from calc.serving.vllm_nvfp4 import NVFP4, check_vllm_nvfp4
 from calc.serving.vllm_spec import (
     Speculation,
     speculation,
@@ -122,6 +123,8 @@ def prepare(
     kv = resolved_kv_cache_dtype(spec, config.engine, v, config.kv_cache_dtype)
     if kv != config.kv_cache_dtype:  # the checkpoint's declared fp8 cache (calc.serving.kv_auto)
         config = config.model_copy(update={"kv_cache_dtype": kv})
+    if config.kv_cache_dtype == NVFP4:  # vLLM only (calc.serving.kv_choices)
+        check_vllm_nvfp4(spec, config, cuda_capability(hw) if hw.vendor == "NVIDIA" else None)
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
         check_architecture(spec, config.version)  # GLM-4.5, MiniMax-M2, Kimi K2.5, ...

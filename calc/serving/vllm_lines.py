@@ -20,7 +20,7 @@ def fp8_cache_line(kv_cache_dtype: str, v: tuple[int, ...]) -> list[str]:
     config, so first): "Using fp8 data type ... scaling factor." to 0.19, the dtype named and no
     final period from 0.20 (the 0.10.1 - 0.34.0 sdists); also for the fp8 that --kv-cache-dtype
     auto resolves to (calc.serving.kv_auto), which CacheConfig receives."""
-    if not kv_cache_dtype.startswith("fp8"):
+    if not kv_cache_dtype.startswith(("fp8", "nvfp4")):
         return []
     name, end = (kv_cache_dtype, "") if v >= NAMED_DTYPE_FROM else ("fp8", ".")
     return [
