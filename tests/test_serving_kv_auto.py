@@ -91,14 +91,18 @@ def test_a_modelopt_scheme_needs_dynamic_false_in_vllm():
     assert plan(static, "vllm", "0.14.0").kv_cache_dtype == "fp8_e4m3"
 
 
-def test_compressed_tensors_kv_cache_scheme():
-    # RedHatAI's w8a8 config with a static per-tensor fp8 kv_cache_scheme (the FP8-KV exports)
+def ct_spec(**kv):
+    """RedHatAI's Llama-3.1-8B w8a8 config with a static per-tensor kv_cache_scheme (the shape
+    of its FP8-KV exports), `kv` changing it."""
     qc = json.loads((FIX / "redhatai-meta-llama-3.1-8b-instruct-quantized.w8a8.json").read_text())
     qc = qc.get("quantization_config", qc)
-    kv = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
-    spec = resolve_model("llama-3.1-8b").model_copy(
-        update={"quantization": parse_quantization_config({**qc, "kv_cache_scheme": kv})}
-    )
+    scheme = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, **kv}
+    q = parse_quantization_config({**qc, "kv_cache_scheme": {"symmetric": True, **scheme}})
+    return resolve_model("llama-3.1-8b").model_copy(update={"quantization": q})
+
+
+def test_compressed_tensors_kv_cache_scheme():
+    spec = ct_spec()
 
     def kv_dtype(engine, version, **kw):
         p = engine_plan(spec, "h100-sxm", engine, version=version, available_kv_gib=20, **kw)
@@ -176,12 +180,7 @@ def test_sglang_names_the_cache_dtype_by_platform_and_release(gpu, version, kv, 
 
 def test_vllm_refuses_a_compressed_tensors_kv_scheme_it_cannot_run():
     # validate_kv_cache_scheme (compressed_tensors.py, 0.10.2 - 0.34.0 sdists): 8-bit float only
-    qc = json.loads((FIX / "redhatai-meta-llama-3.1-8b-instruct-quantized.w8a8.json").read_text())
-    qc = qc.get("quantization_config", qc)
-    kv = {"num_bits": 8, "type": "int", "strategy": "tensor", "dynamic": False, "symmetric": True}
-    spec = resolve_model("llama-3.1-8b").model_copy(
-        update={"quantization": parse_quantization_config({**qc, "kv_cache_scheme": kv})}
-    )
+    spec = ct_spec(type="int")
     with pytest.raises(ValueError, match="num_bits=8, type=float, however received"):
         engine_plan(spec, "h100-sxm", "vllm", version="0.22.0", available_kv_gib=20)
 
