@@ -452,3 +452,21 @@ def test_sglang_max_total_tokens_caps_the_pool():
         "max_total_tokens=200000 is larger than the profiled value 163840. Use the profiled "
         "value instead." in at.code[0].value
     )
+
+
+def test_vllm_nvfp4_cache_is_a_choice_where_the_release_has_it():
+    # vLLM 0.34.0 on H100 (SM90, FlashInfer's FA2 path): 72 B a head for K and for V
+    # (calc.serving.vllm_nvfp4), so 20 GiB hold 20 GiB // (32 x 8 x 144 B) tokens, in blocks
+    b = {**BASE, "engine": "vllm", "ever": "0.34.0", "egiven": "20", "elen": "8192"}
+    at = open_page("capacity", **b, ekv="nvfp4")
+    assert errors(at) == ""
+    p = engine_plan(
+        "llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0", kv_cache_dtype="nvfp4",
+        available_kv_gib=20, max_model_len=8192,
+    )  # fmt: skip
+    block, rest = divmod(p.page_bytes, 8 * 144)  # a layer's block: block x 8 heads x 144 B
+    assert rest == 0 and p.gpu_kv_cache_tokens == 20 * GIB // (32 * p.page_bytes) * block
+    assert _tiles(at)["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+    # 0.31.0 runs it on the SM100 family only: vLLM's refusal, as an error on the page
+    at = open_page("capacity", **{**b, "ever": "0.31.0"}, ekv="nvfp4")
+    assert "No valid attention backend found" in errors(at)
