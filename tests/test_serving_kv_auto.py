@@ -123,9 +123,27 @@ def test_sglang_prints_the_resolved_dtype():
     assert p.log_lines[1] == line + f"K size: {k:.2f} GB, V size: {k:.2f} GB"
 
 
-def test_an_nvfp4_or_4_bit_scheme_is_refused_by_name():
-    with pytest.raises(ValueError, match="kv_cache_scheme.*8-bit float"):
-        flat_fp8(kv_cache_scheme={"num_bits": 4, "type": "float"})
+def test_a_modelopt_nvfp4_kv_declaration():
+    # vLLM: MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP has "nvfp4" from 0.20.0 (before: a warning and
+    # auto), a {float, 4} scheme too, with no `dynamic` test; 0.20.x has no backend for it and
+    # 0.25+ runs it on the SM100 family (calc.serving.vllm_nvfp4); SGLang never (FP8 only)
+    spec = _spec(
+        {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}
+    )
+    assert plan(spec, "vllm", "0.19.0").kv_cache_dtype == "bf16"
+    with pytest.raises(ValueError, match="no attention backend that runs it"):
+        plan(spec, "vllm", "0.20.0")
+    kw = dict(version="0.25.0", tensor_parallel_size=4, available_kv_gib=20, block_size=16)
+    p = engine_plan(spec, "b200", "vllm", **kw)
+    assert p.kv_cache_dtype == "nvfp4"
+    page = 16 * 2 * 144  # a layer's block: 16 tokens x 2 KV heads a rank x (72 + 72) B
+    assert (p.page_bytes, p.num_gpu_blocks) == (page, 20 * GIB // (80 * page))
+    assert plan(spec, "sglang", "0.5.23").kv_cache_dtype == "bf16"
+    scheme = _spec({"quant_method": "modelopt", "quant_algo": "NVFP4",
+                    "kv_cache_scheme": {"num_bits": 4, "type": "float"}})  # fmt: skip
+    assert engine_plan(scheme, "b200", "vllm", **kw).kv_cache_dtype == "nvfp4"
+    with pytest.raises(ValueError, match="kv_cache_scheme.*8- or 4-bit float"):
+        flat_fp8(kv_cache_scheme={"num_bits": 2, "type": "float"})
 
 
 @pytest.mark.parametrize(

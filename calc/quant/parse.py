@@ -220,23 +220,27 @@ def _modelopt(f: Fields, dtype: str) -> QuantConfig:
 
 
 def _modelopt_kv(f: Fields) -> KVCacheScheme | None:
-    """ModelOpt's fp8 KV cache: older exports say kv_cache_quant_algo "FP8", newer ones a
-    compressed-tensors-like kv_cache_scheme {"dynamic": false, "num_bits": 8, "type": "float"}
-    (kvcalc models 8-bit float KV only). The scheme wins where both are given, as both engines
-    read it first (calc.serving.kv_auto)."""
-    algo = f.choice("kv_cache_quant_algo", ("fp8", None), None)
+    """ModelOpt's quantized KV cache: older exports say kv_cache_quant_algo "FP8" (or "NVFP4"),
+    newer ones a compressed-tensors-like kv_cache_scheme {"dynamic": false, "num_bits": 8 (or 4),
+    "type": "float"}; both store one fp32 k_scale and v_scale a layer (vLLM modelopt.py
+    ModelOptKVCacheMethod: "scaling factors from FP8 or NVFP4 checkpoints"). The scheme wins
+    where both are given, as both engines read it first (calc.serving.kv_auto)."""
+    algo = f.choice("kv_cache_quant_algo", ("fp8", "nvfp4", None), None)
     key, scheme = f.get("kv_cache_scheme")
     if scheme is not None:
         if not isinstance(scheme, dict):
             raise f.fail(key, "must be a JSON object (num_bits, type, dynamic)")
-        if (scheme.get("num_bits"), scheme.get("type")) != (8, "float"):
-            raise f.fail(key, "must be an 8-bit float scheme (kvcalc models fp8 KV caches)")
+        bits = scheme.get("num_bits")
+        if scheme.get("type") != "float" or bits not in (8, 4):
+            raise f.fail(key, "must be an 8- or 4-bit float scheme (fp8 / nvfp4 KV caches)")
         dynamic = scheme.get("dynamic")
         if dynamic is not None and not isinstance(dynamic, bool):
             raise f.fail(f"{key}.dynamic", "must be true or false", dynamic)
-        return KVCacheScheme(layout="modelopt", declared="kv_cache_scheme", dynamic=dynamic)
+        declared = "kv_cache_scheme"
+        return KVCacheScheme(layout="modelopt", bits=bits, declared=declared, dynamic=dynamic)
     if algo:
-        return KVCacheScheme(layout="modelopt", declared="kv_cache_quant_algo")
+        bits = 4 if algo == "nvfp4" else 8
+        return KVCacheScheme(layout="modelopt", bits=bits, declared="kv_cache_quant_algo")
     return None
 
 

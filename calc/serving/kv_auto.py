@@ -7,7 +7,9 @@ vLLM (EngineArgs.create_engine_config -> utils/torch_utils.py resolve_kv_cache_d
 - from 0.14.0 (0.14.0 torch_utils.py:239-291, the same to 0.34.0 but for nvfp4 from 0.20.0): a
   quant_method starting "modelopt", its kv_cache_scheme first (a dict with "dynamic": false,
   num_bits 8, type float -> fp8_e4m3; any other dict: a warning and "auto"), else its
-  kv_cache_quant_algo ("FP8" -> fp8_e4m3), the nested hf_quant_config.json key included.
+  kv_cache_quant_algo ("FP8" -> fp8_e4m3), the nested hf_quant_config.json key included; from
+  0.20.0 "NVFP4" or a {float, 4} scheme -> nvfp4 (calc.serving.vllm_nvfp4; before: a warning and
+  "auto").
 - compressed-tensors' kv_cache_scheme (8-bit float, tensor or attn_head, symmetric, else vLLM's
   NotImplementedError, check_vllm_ct_scheme), in Attention.__init__ (model_executor/layers/attention/
   attention.py): 0.16.0 - 0.21.0 the cache is "fp8" whatever --kv-cache-dtype says (0.16.0
@@ -21,12 +23,14 @@ config class sets from the checkpoint by release (layers/quantization/):
 - ModelOpt NVFP4 weights (ModelOptFp4Config): from 0.5.3rc2; flat kv_cache_quant_algo, else the
   scheme, except 0.5.9 - 0.5.14, which read the scheme only; the nested key in every release.
 - compressed-tensors: from 0.5.19, a static, symmetric, per-tensor 8-bit float kv_cache_scheme.
+An NVFP4 declaration never gives SGLang an fp4 cache (the runner reads "FP8" only).
 SGLang's own rc tags read as their release here (0.5.3rc2 as 0.5.3).
 """
 
 from __future__ import annotations
 
 VLLM_MODELOPT_FROM = (0, 14, 0, 0)
+VLLM_NVFP4_FROM = (0, 20, 0, 0)  # MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP's "nvfp4"
 VLLM_CT_FORCED = ((0, 16, 0, 0), (0, 22, 0, 0))  # fp8 over any given dtype
 SGLANG_RUNNER_FROM = (0, 5, 3, 0)  # 0.5.3rc2
 SGLANG_FP8_CONFIG_FROM = (0, 5, 4, 0)  # ModelOptFp8Config.kv_cache_quant_algo
@@ -53,6 +57,8 @@ def resolved_kv_cache_dtype(spec, engine: str, version: tuple[int, ...], kv_cach
             return kv_cache_dtype
         if kv_cache_dtype != "auto" or version < VLLM_MODELOPT_FROM:
             return kv_cache_dtype
+        if kv.bits == 4:  # "NVFP4" or a {float, 4} scheme: a warning and auto before 0.20.0
+            return "nvfp4" if version >= VLLM_NVFP4_FROM else "auto"
         if kv.declared == "kv_cache_scheme" and kv.dynamic is not False:
             return "auto"  # get_kv_cache_quant_algo_string's warning: the model dtype
         return "fp8_e4m3"
@@ -63,7 +69,7 @@ def resolved_kv_cache_dtype(spec, engine: str, version: tuple[int, ...], kv_cach
 
 def _sglang_reads(q, kv, v: tuple[int, ...]) -> bool:
     """Whether SGLang `v`'s quant config exposes kv_cache_quant_algo "FP8" (module docstring)."""
-    if v < SGLANG_RUNNER_FROM:
+    if v < SGLANG_RUNNER_FROM or kv.bits != 8:  # "NVFP4": the model dtype in every release
         return False
     if q.method == "compressed-tensors":  # a kv_cache_scheme dict (calc.quant.parse_ct)
         if kv.layout != "compressed-tensors":
