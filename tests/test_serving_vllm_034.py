@@ -7,6 +7,7 @@ kvcalc estimates (weights, activation peak, non-torch, CUDA graphs) read off the
 import numpy as np
 import pytest
 
+import calc
 from calc.serving.engine import engine_config
 from calc.serving.grid import engine_plan_grid
 from calc.serving.plan import engine_plan
@@ -162,10 +163,47 @@ def test_refusals_in_the_release_words():
     assert not p.fits and "The extensible KV cache already takes all device memory" in p.refusal
 
 
-def test_mtp_drafter_weights_are_not_modelled_on_model_runner_v2_speculators():
-    kw = dict(version="0.34.0", available_kv_gib=20, speculative_method="mtp")
-    p = engine_plan("qwen3.5-27b", "h100-sxm", "vllm", **kw)
-    assert p.weights_bytes is None and p.draft_layers == 1
+def test_mtp_drafter_on_model_runner_v2_speculators():
+    """0.34.0's MTPSpeculator shares the target's embedding and LM head as V1 did (eagle/utils.py
+    load_eagle_model), and target_dependent_ar/speculator.py load_model then allocates
+    torch.zeros(max_num_batched_tokens, hidden_size) in the model dtype inside the load's
+    DeviceMemoryProfiler, when the target takes multimodal inputs and the drafter merges them
+    (Qwen3_5MTP is SupportsMultiModal). Qwen3.5-27B (vision tower, h 5,120) on an H100 at 0.34.0:
+    `vllm serve`'s default max_num_batched_tokens on a GPU of 70 GiB or more that is no A100 is
+    8,192 (0.34.0 engine/arg_utils.py, OPENAI_API_SERVER), so 8,192 x 5,120 x 2 B =
+    83,886,080 B more than 0.33.0's figure."""
+    kw = dict(available_kv_gib=20, speculative_method="mtp", max_model_len=32768)
+    old, new = (
+        engine_plan("qwen3.5-27b", "h100-sxm", "vllm", version=v, **kw)
+        for v in ("0.33.0", "0.34.0")
+    )
+    assert new.draft_layers == 1 and new.weights_bytes - old.weights_bytes == 8192 * 5120 * 2
+    smaller = engine_plan(
+        "qwen3.5-27b", "h100-sxm", "vllm", version="0.34.0", max_num_batched_tokens=2048, **kw
+    )
+    assert new.weights_bytes - smaller.weights_bytes == (8192 - 2048) * 5120 * 2
+    # DeepSeek's MTP module is no SupportsMultiModal, and a text-only target takes no images:
+    # both drafters weigh what they did on V1's proposer
+    for model in ("deepseek-v3", calc.load_preset("qwen3.5-27b").replace(vision=None)):
+        a, b = (
+            engine_plan(model, "h100-sxm", "vllm", version=v, tensor_parallel_size=8, **kw)
+            for v in ("0.33.0", "0.34.0")
+        )  # fmt: skip
+        assert a.weights_bytes == b.weights_bytes is not None
+
+
+def test_multi_module_mtp_caches_the_draft_embeddings():
+    """With more than one MTP module and k > 1 (SpeculativeConfig.use_multi_module_mtp) 0.34.0's
+    MultiModuleMTPSpeculator.load_model also allocates cached_draft_input_embeds, (max_num_seqs,
+    k - 1, h) in the model dtype: for Qwen3.5-27B with 2 modules, k = 3, 256 sequences,
+    256 x 2 x 5,120 x 2 B beside the 8,192 x 5,120 x 2 B input buffer."""
+    from calc.serving.vllm_drafter import v2_load_buffers
+
+    spec = calc.load_preset("qwen3.5-27b")
+    assert v2_load_buffers(spec, (0, 34, 0), "bf16", 2, 3, 8192, 256) == (8192 + 512) * 5120 * 2
+    assert v2_load_buffers(spec, (0, 34, 0), "bf16", 1, 3, 8192, 256) == 8192 * 5120 * 2
+    assert v2_load_buffers(spec, (0, 34, 0), "fp32", 2, 1, 100, 256) == 100 * 5120 * 4
+    assert v2_load_buffers(spec, (0, 33, 0), "bf16", 2, 3, 8192, 256) == 0  # V1's __init__
 
 
 # the worker's line as vllm/v1/worker/extensible_kv_cache.py (0.34.0, lines 693-707) formats it;

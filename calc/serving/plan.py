@@ -51,7 +51,7 @@ from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
-from calc.serving.vllm_drafter import vllm_mtp_drafter_bytes
+from calc.serving.vllm_drafter import v2_load_buffers, vllm_mtp_drafter_bytes
 from calc.serving.vllm_kv_memory import sets_memory
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
@@ -170,6 +170,9 @@ def prepare(
         if sp.draft_layers:  # the MTP drafter's weights, loaded with the target's (pp is 1)
             runtime = config.quantization
             draft = vllm_mtp_drafter_bytes(spec, v, wd, tp, ep, sp.draft_layers, runtime)
+            if draft is not None:  # and from 0.34 Model Runner V2's buffers in the same load
+                seqs, tokens = config.max_num_seqs, config.max_num_batched_tokens
+                draft += v2_load_buffers(spec, v, wd, sp.draft_layers, sp.tokens, tokens, seqs)
             weights = weights if draft is None else (weights[0] + draft,)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise

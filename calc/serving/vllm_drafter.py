@@ -33,6 +33,24 @@ MLA, the dequantized kv_b_proj copy every MLA layer keeps (calc.serving.sharding
 --quantization fp8 counts calc.serving.quant_weights' online fp8 layer.
 Not modelled (None): kvcalc's whole-model int8 / int4 / fp8 weight_dtype, and a quantized
 Qwen3-Next / 3.5 checkpoint (whether its config quantizes mtp.fc is not read).
+
+0.34.0 drops V1's proposer: Model Runner V2's speculators load the drafter, still inside the
+target's DeviceMemoryProfiler block (vllm/v1/worker/gpu/model_runner.py load_model:
+`self.speculator.load_model(self.model)`). Read in the 0.34.0 sdist (spec_decode/mtp/
+speculator.py, multi_module_mtp/speculator.py, speculator.py, target_dependent_ar/
+speculator.py, eagle/utils.py load_eagle_model); the five MTP modules are as in 0.33.0:
+- the same sharing: maybe_share_target_embed and share_target_lm_head share unless the drafter
+  declares has_own_embed_tokens / has_own_lm_head (no MTP model above does), and every layer's
+  shared_head.head becomes the target's head;
+- new: the drafter's inputs_embeds buffer, torch.zeros(max_num_batched_tokens, h) in the model
+  dtype, is allocated in load_model (V1 made it in the proposer's __init__, before the
+  profiler), and only when both the target takes multimodal inputs and the drafter merges
+  multimodal embeddings: Qwen3_5MTP (SupportsMultiModal) under a Qwen3.5 checkpoint with its
+  vision tower. The multi-module speculator (more than one MTP module and k > 1,
+  SpeculativeConfig.use_multi_module_mtp) adds cached_draft_input_embeds, (max_num_seqs, k - 1,
+  h). Each is served from the freed tables' blocks (split: its bytes rounded to 512);
+- the draft logits cache only with draft_sample_method "probabilistic" (kvcalc plans the
+  default "greedy"); --draft-lm-head-quantization's quantized head copy is not taken.
 """
 
 from __future__ import annotations
@@ -61,17 +79,13 @@ def own_heads(spec, version: tuple[int, ...]) -> int:
     return int(spec.family in SHARED_HEAD_FAMILIES and version < SHARED_HEAD_FROM)
 
 
-# 0.34.0 drops V1's proposer (vllm/v1/spec_decode/llm_base_proposer.py, where the drafter shares
-# the target's embedding and LM head): Model Runner V2's speculators (vllm/v1/worker/gpu/
-# spec_decode/) load it, and their sharing is not read, so the drafter's weights are not modelled.
-DRAFTER_READ_UNTIL = (0, 34, 0)
+# Model Runner V2's speculators allocate the drafter's input buffers inside the load (docstring)
+V2_LOAD_BUFFERS_FROM = (0, 34, 0)
 
 
 def drafter_modelled(spec, weight_dtype: str, version: tuple[int, ...] = (0, 33, 0)) -> bool:
-    """Whether vllm_mtp_drafter_bytes gives a figure for this model, dtype and release (every
-    release from vllm_spec.MTP_FROM up to 0.33.x is read)."""
-    if tuple(version[:3]) >= DRAFTER_READ_UNTIL:
-        return False
+    """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (every release
+    from vllm_spec.MTP_FROM on is read; `version` is kept for the callers' one signature)."""
     if weight_dtype in QUANTIZED_DTYPES:
         return False
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
@@ -105,6 +119,25 @@ def vllm_mtp_drafter_bytes(
         return layers * (block + _projection(spec, tp, wb, fp8_scale=FP8_SCALE_BYTES))
     block = _allocated_block(spec, j, tp, ep, wb, version)
     return layers * (block + _rounded_extras(spec, tp, wb, head))
+
+
+def v2_load_buffers(
+    spec, version: tuple[int, ...], weight_dtype: str, layers: int, k: int, tokens: int, seqs: int
+) -> int:
+    """Bytes Model Runner V2's MTP speculator allocates in the load besides the drafter's
+    weights (module docstring): its inputs_embeds, max_num_batched_tokens `tokens` x h, and
+    with more than one module and k > 1 cached_draft_input_embeds, `seqs` x (k - 1) x h, in the
+    model dtype; 0 before 0.34.0 and for a drafter that takes no multimodal embeddings."""
+    from calc.dtypes import dtype_bits
+
+    multimodal = spec.vision is not None and spec.family not in SHARED_HEAD_FAMILIES
+    if tuple(version[:3]) < V2_LOAD_BUFFERS_FROM or not multimodal:
+        return 0
+    row = spec.hidden_size * dtype_bits(weight_dtype) // 8
+    sizes = [tokens * row]
+    if min(layers, k) > 1:  # SpeculativeConfig.use_multi_module_mtp
+        sizes.append(seqs * (k - 1) * row)
+    return sum(-(-n // 512) * 512 for n in sizes)  # torch's 512 B blocks
 
 
 def _projection(spec, tp: int, wb: int, fp8_scale: int = 0) -> int:
