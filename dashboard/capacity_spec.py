@@ -96,7 +96,8 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         )
     keys.append("egiven")
     if engine == "vllm":
-        with st.columns(4)[0]:
+        row = st.columns(4)
+        with row[0]:
             gib = ui.optional_input(
                 "ekvmem",
                 "kv_cache_memory_bytes, GiB",
@@ -112,6 +113,17 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("ekvmem")
         if gib is not None:
             out["kv_cache_memory_bytes"] = int(gib * 2**30)
+        lmo = state.select(
+            row[1],
+            "elmo",
+            "language_model_only",
+            ["off", "on"],
+            help="vLLM 0.17+ --language-model-only: a vision checkpoint's language model alone "
+            "(its tower not loaded, no images profiled). Nothing changes for a text-only model.",
+        )
+        keys.append("elmo")
+        if lmo == "on":
+            out["language_model_only"] = True
     else:
         with st.columns(4)[0]:
             cap = ui.optional_input(

@@ -85,6 +85,8 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
     if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
         settings.setdefault("speculative_method", logged["speculative_method"])
         settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
+    if engine == "vllm" and logged.get("language_model_only"):  # no vision tower
+        settings.setdefault("language_model_only", True)
     if engine == "vllm" and "reserved_kv_gib" in logged:  # the flag's bytes, else its line's GiB
         kv = logged.get("kv_cache_memory_bytes", int(logged["reserved_kv_gib"] * GIB))
         settings.setdefault("kv_cache_memory_bytes", kv)

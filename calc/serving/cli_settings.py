@@ -20,6 +20,7 @@ SGLANG_ALTERNATIVE = {
     "--mamba-cache-mode": "--disable-radix-cache",
     "--attention-backend": "no flag of that kind that kvcalc models",
     "--kv-cache-memory-bytes": "no flag of that kind that kvcalc models",
+    "--language-model-only": "--enable-multimodal's default (off: Gemma 3 and Llama 4 as text)",
     "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
 }
@@ -249,6 +250,7 @@ def engine_settings(args, spec) -> dict:
             enable_extensible_kv_cache=args.enable_extensible_kv_cache,
             num_gpu_blocks_override=args.num_gpu_blocks_override,
             kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+            language_model_only=args.language_model_only or False,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -270,6 +272,7 @@ def engine_settings(args, spec) -> dict:
             ("--[no-]enable-extensible-kv-cache", args.enable_extensible_kv_cache, None),
             ("--num-gpu-blocks-override", args.num_gpu_blocks_override, None),
             ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None),
+            ("--language-model-only", args.language_model_only, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

@@ -54,3 +54,9 @@ def add_speculative_args(g) -> None:
         help="SGLang 0.5.16+: a GPU transport reserves 1 GiB of a multimodal model's KV budget "
         "from 0.5.18",
     )
+    g.add_argument(
+        "--language-model-only",
+        action="store_true",
+        default=None,
+        help="vLLM 0.17+: a vision checkpoint's language model alone (no tower, no images)",
+    )

@@ -18,6 +18,7 @@ from calc.serving.vllm_kv_memory import check_kv_cache_memory_flag
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
+from calc.serving.vllm_towers import check_language_model_only
 
 
 class VllmConfig(EngineConfig):
@@ -65,6 +66,9 @@ class VllmConfig(EngineConfig):
     # memory in bytes instead of the profiled figure (engine_config reads vLLM's text, "750M");
     # 0 profiles as without it; any value turns the extensible cache off
     kv_cache_memory_bytes: int | None = Field(default=None, ge=0)
+    # --language-model-only (0.17.0 on; calc.serving.vllm_towers): a multimodal checkpoint's
+    # vision tower is not built, nor its dummy images profiled
+    language_model_only: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:
@@ -81,6 +85,7 @@ class VllmConfig(EngineConfig):
         check_backend_name(self.attention_backend)
         check_extensible_flag(self.version_tuple, self.enable_extensible_kv_cache)
         check_kv_cache_memory_flag(self.version_tuple, self.kv_cache_memory_bytes)
+        check_language_model_only(self.version_tuple, self.language_model_only)
         return self
 
     @property

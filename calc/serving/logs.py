@@ -12,7 +12,8 @@ warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
 warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
-its non-default args), suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
+its non-default args), language_model_only (True where the non-default args set it),
+suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
 "Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
 speculative_method and
 num_speculative_tokens (vLLM's engine line), max_running_requests and context_len (SGLang's
@@ -118,6 +119,8 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
     # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
+    # and its 'language_model_only': True (calc.serving.vllm_towers)
+    "language_model_only": re.compile(r"'language_model_only': (True)"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     # vLLM's CacheConfig line for an fp8 cache (calc.serving.vllm_lines.fp8_cache_line)
     "kv_cache_dtype": re.compile(r"Using (fp8\w*) data type to store kv cache"),
@@ -194,6 +197,8 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
+        elif key == "language_model_only":  # a flag, not a figure
+            out[key] = True
         elif key == "kv_cache_dtype":  # a name, not a figure
             out[key] = match.group(1)
         elif key == "sglang_kv_torch_dtype":  # fnuz on ROCm: the same choice

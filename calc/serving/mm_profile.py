@@ -96,8 +96,9 @@ def profile_items(item: ProfileItem, config, max_model_len: int) -> int:
 
 def mm_profile_held_bytes(spec, config, act_bytes: int) -> int:
     """What vLLM's profile run holds from its dummy images while the text model runs: 0 without
-    a vision encoder or for a family whose item is not derived (qwen3_5)."""
-    if spec.vision is None:
+    a vision encoder, with --language-model-only (no multimodal inputs: calc.serving.
+    vllm_towers) or for a family whose item is not derived (qwen3_5)."""
+    if spec.vision is None or getattr(config, "language_model_only", False):
         return 0
     item = profile_item(spec.vision)
     if item is None:

@@ -61,6 +61,8 @@ from calc.serving.vllm_spec import (
     Speculation,
     speculation,
 )
+from calc.serving.vllm_towers import takes_images, tower_stages
+from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import (
     check_xpu,
     check_xpu_layout,
@@ -135,10 +137,17 @@ def prepare(
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
-    wspec = spec
+    wspec, towers = spec, (True,) * pp
     if config.engine == "sglang":  # Llama 4's vision encoder only with --enable-multimodal
         wspec = sglang_weight_spec(spec, config.version, config.enable_multimodal)
+    elif spec.vision is not None:  # vLLM's stages without the tower (calc.serving.vllm_towers)
+        towers = tower_stages(spec, config, vllm_uses_v2_runner(spec, config))
+        wspec = spec if any(towers) else spec.model_copy(update={"vision": None})
     weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
+    if not all(towers) and any(towers):  # the first stage only: the others' without it
+        text = spec.model_copy(update={"vision": None})
+        bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]
+        weights = tuple(w if t else b for w, b, t in zip(weights, bare, towers, strict=True))
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
@@ -172,7 +181,10 @@ def prepare(
             draft = vllm_mtp_drafter_bytes(spec, v, wd, tp, ep, sp.draft_layers, runtime)
             if draft is not None:  # and from 0.34 Model Runner V2's buffers in the same load
                 seqs, tokens = config.max_num_seqs, config.max_num_batched_tokens
-                draft += v2_load_buffers(spec, v, wd, sp.draft_layers, sp.tokens, tokens, seqs)
+                images = takes_images(spec, config)
+                draft += v2_load_buffers(
+                    spec, v, wd, sp.draft_layers, sp.tokens, tokens, seqs, images
+                )
             weights = weights if draft is None else (weights[0] + draft,)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise

@@ -122,15 +122,24 @@ def vllm_mtp_drafter_bytes(
 
 
 def v2_load_buffers(
-    spec, version: tuple[int, ...], weight_dtype: str, layers: int, k: int, tokens: int, seqs: int
+    spec,
+    version: tuple[int, ...],
+    weight_dtype: str,
+    layers: int,
+    k: int,
+    tokens: int,
+    seqs: int,
+    images: bool = True,
 ) -> int:
     """Bytes Model Runner V2's MTP speculator allocates in the load besides the drafter's
     weights (module docstring): its inputs_embeds, max_num_batched_tokens `tokens` x h, and
     with more than one module and k > 1 cached_draft_input_embeds, `seqs` x (k - 1) x h, in the
-    model dtype; 0 before 0.34.0 and for a drafter that takes no multimodal embeddings."""
+    model dtype; 0 before 0.34.0, for a drafter that takes no multimodal embeddings and for a
+    target that takes no images (`images` False: --language-model-only, calc.serving.
+    vllm_towers)."""
     from calc.dtypes import dtype_bits
 
-    multimodal = spec.vision is not None and spec.family not in SHARED_HEAD_FAMILIES
+    multimodal = images and spec.vision is not None and spec.family not in SHARED_HEAD_FAMILIES
     if tuple(version[:3]) < V2_LOAD_BUFFERS_FROM or not multimodal:
         return 0
     row = spec.hidden_size * dtype_bits(weight_dtype) // 8

@@ -1,0 +1,35 @@
+"""The Capacity page's Engine section for a vision checkpoint: vLLM's --language-model-only
+(calc.serving.vllm_towers). The reference is calc.serving's engine_plan with the same settings;
+the tower's bytes are transformers' meta-device numel (tests/test_serving_vllm_towers.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dashboard_util import chart_data, errors, open_page
+from test_serving_vllm_towers import _meta_tower_numel
+
+from calc.serving.plan import engine_plan
+
+BASE = {"model": "mistral-small-3.1", "gpu": "h100-sxm", "gpus": "1", "tp": "1"}
+CONFIG = Path(__file__).parent / "fixtures" / "hf" / "modern" / "mistral-small-3.1.json"
+
+
+def test_language_model_only_leaves_the_tower_out_of_the_weights():
+    kw = dict(version="0.34.0", available_kv_gib=20, max_model_len=8192)
+    weights = {}
+    for flag in ("off", "on"):
+        at = open_page("capacity", **BASE, engine="vllm", ever="0.34.0", egiven="20", elen="8192",
+                     elmo=flag)  # fmt: skip
+        assert errors(at) == ""
+        weights[flag] = chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"]
+    p = engine_plan("mistral-small-3.1", "h100-sxm", "vllm", language_model_only=True, **kw)
+    assert weights["on"] == p.weights_bytes
+    tower = 2 * _meta_tower_numel(json.loads(CONFIG.read_text()))
+    assert weights["off"] - weights["on"] == tower
+
+
+def test_language_model_only_before_0_17_is_one_error():
+    at = open_page("capacity", **BASE, engine="vllm", ever="0.16.0", egiven="20", elmo="on")
+    assert "'language_model_only' is a vLLM flag from 0.17.0" in errors(at)
