@@ -45,7 +45,9 @@ def test_plan_from_the_logged_memory_prints_the_logs_refusal():
         assert f"({log['needed_kv_cache_gib']:.2f} GiB KV cache is needed" in p.refusal
         assert p.source == "given"  # the weights: calc.serving.v4_weights for this run
         assert p.weights_bytes == vllm_v4_weight_bytes(p_spec, 2, 2, 16384, (0, 22, 0), "gh200")
-        assert p.log_lines[1] == f"Model loading took {p.weights_bytes / GIB:.4f} GiB"
+        # 0.22.0's V1 gpu_model_runner.py: "Model loading took %s GiB memory and %.6f seconds"
+        # with format_gib, f"{round(b / GiB_bytes, 2)}"
+        assert p.log_lines[1] == f"Model loading took {round(p.weights_bytes / GIB, 2)} GiB memory"
         assert p.log_lines[-1] == f"ValueError: {p.refusal}"
     est = [int(p.refusal.split("maximum model length is ")[1].split(".")[0]) for p in (lo, hi)]
     assert est[0] <= log["estimated_max_model_len"] <= est[1]

@@ -20,7 +20,10 @@ from calc.serving.v4_cache import KERNEL_BLOCK, V4Attention, v4_layout
 from calc.serving.v4_weights import check_v4_vllm, vllm_v4_weight_bytes
 from calc.serving.vllm_extensible import init_free_bytes
 from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
+from calc.serving.vllm_lines import gib_text, load_line
 from calc.spec import ModelSpec
+
+V2_V4_FROM = (0, 28, 0)  # DeepseekV4ForCausalLM on Model Runner V2's list (calc.serving.vllm_v2)
 
 
 def v4_attention(spec: ModelSpec) -> V4Attention:
@@ -98,9 +101,10 @@ def v4_engine_plan(spec: ModelSpec, hw, engine, given_gib, settings: dict, unset
     refusal = lay.refusal(a, L, mbt)
     lines = [f"Setting kv cache block size to {KERNEL_BLOCK} for V4_FLASHMLA_SPARSE backend."]
     lines = lines if chosen else []
-    if weights is not None:
-        lines.append(f"Model loading took {weights / GIB:.4f} GiB")
-    memory, extra, oom = f"Available KV cache memory: {a / GIB:.2f} GiB", {}, None
+    if weights is not None:  # V2 runs V4 from 0.28.0 (calc.serving.vllm_v2)
+        lines.append(load_line(config, weights, config.version_tuple >= V2_V4_FROM))
+    v = config.version_tuple
+    memory, extra, oom = f"Available KV cache memory: {gib_text(a, v)} GiB", {}, None
     if kv_set:
         free = init_free_bytes(hw.total_memory_bytes, config.gpus_per_replica, hw)
         memory = reserved_line(config.version_tuple, free, a)

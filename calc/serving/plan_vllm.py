@@ -16,6 +16,7 @@ from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_
 from calc.serving.vllm_lines import vllm_report
 from calc.serving.vllm_spec import canonical_method, check_derivable
 from calc.serving.vllm_suggestion import plan_suggestion, with_suggestion
+from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import check_xpu_derivable
 
 
@@ -53,7 +54,8 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
     tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
     given = given_gib is not None
-    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved)
+    v2 = vllm_uses_v2_runner(spec, config)
+    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved, v2)
     if kv_set and refusal is None:
         refusal = oom_refusal(avail[0], max(weights), init_free)
         lines += [f"torch.OutOfMemoryError: {refusal}"] if refusal else []

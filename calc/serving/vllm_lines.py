@@ -13,6 +13,28 @@ from calc.serving.vllm_xpu import xpu_lines
 GIB = 2**30
 ONE_LINE_FROM = (0, 28, 0)  # "GPU KV cache size: N tokens, Maximum concurrency for ..."
 NAMED_DTYPE_FROM = (0, 20, 0)  # "Using %s data type to store kv cache" (config/cache.py)
+# "Model loading took" and "Available KV cache memory" (v1/worker/gpu_model_runner.py, gpu/
+# model_runner.py, gpu_worker.py; the 0.10.0 - 0.34.0 sdists): "%.4f" / "%.2f" GiB, then
+# format_gib (utils/mem_utils.py: f"{round(b / GiB_bytes, 2)}", so 30.5 for 30.50) from 0.14.0;
+# "GiB memory and" from 0.11.1 in V1's line, from 0.28.0 in Model Runner V2's ("GiB and"
+# before). V0 (before 0.8.0): "Loading model weights took %.4f GB" (worker/model_runner.py).
+FORMAT_GIB_FROM = (0, 14, 0)
+MEMORY_WORD_FROM = {False: (0, 11, 1), True: (0, 28, 0)}  # by Model Runner V2
+
+
+def gib_text(b: int, v: tuple[int, ...], digits: int = 2) -> str:
+    """A GiB figure as the release's line prints it (see above)."""
+    return f"{round(b / GIB, 2)}" if v >= FORMAT_GIB_FROM else f"{b / GIB:.{digits}f}"
+
+
+def load_line(config, weights: int, v2: bool) -> str:
+    """The weights line of one rank in the release's words (the seconds left out); `v2`: Model
+    Runner V2 loads the model (calc.serving.vllm_v2)."""
+    v = config.version_tuple[:3]
+    if not config.is_v1:
+        return f"Loading model weights took {weights / GIB:.4f} GB"
+    word = " memory" if v >= MEMORY_WORD_FROM[v2] else ""
+    return f"Model loading took {gib_text(weights, v, 4)} GiB{word}"
 
 
 def fp8_cache_line(kv_cache_dtype: str, v: tuple[int, ...]) -> list[str]:
@@ -46,11 +68,14 @@ def v1_refusal(config, r, max_model_len) -> str | None:
     return rf.vllm_v1_refusal(max_model_len, need, after, longest, v, hint)
 
 
-def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, reserved=None):
+def vllm_report(
+    config, lay, r, weights, mtp: bool, warm, act, given: bool, reserved=None, v2: bool = False
+):
     """(lines, refusal) for figures `r` (calc.serving.figures.vllm_figures); `mtp`: a drafter whose
     weights are not modelled (no load line); `warm`: each rank's (kv, headroom, requested) of the
     extensible cache's measurement, else None; `given`: planned from a given memory; `reserved`:
-    --kv-cache-memory-bytes's line, in place of the available memory's (vllm_kv_memory)."""
+    --kv-cache-memory-bytes's line, in place of the available memory's (vllm_kv_memory); `v2`:
+    Model Runner V2 runs (the load line's words)."""
     L, B, page, rank = config.max_model_len, r["block_size"], r["page_bytes"], r["rank"]
     n = r["num_gpu_blocks"]
     a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
@@ -58,7 +83,7 @@ def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, rese
     lines += [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
     lines += xpu_lines(lay, config.block_size, config.version_tuple)
     if not mtp:
-        lines.append(f"Model loading took {weights[rank] / GIB:.4f} GiB")
+        lines.append(load_line(config, weights[rank], v2))
     if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
         lines.insert(0, lay.block_line)
     if lay.forced_block and config.block_size != lay.forced_block:  # platforms/cuda.py
@@ -80,7 +105,7 @@ def vllm_report(config, lay, r, weights, mtp: bool, warm, act, given: bool, rese
         if reserved is not None:
             lines.append(reserved)
         elif not (given and config.enable_extensible_kv_cache):  # given: the measured budget
-            lines += [f"Available KV cache memory: {a / GIB:.2f} GiB"]
+            lines += [f"Available KV cache memory: {gib_text(a, config.version_tuple)} GiB"]
         lines += [*override, *padding_lines(lay), *([cp] if cp else [])]
         if warm is not None:
             _, head, req = warm[rank]
