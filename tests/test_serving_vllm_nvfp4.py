@@ -75,8 +75,27 @@ def test_the_fa2_path_and_the_models_it_refuses():
         plan("h100-sxm", "0.34.0", model=sinks)
     with pytest.raises(ValueError, match="nvfp4 KV cache is not supported with MLA"):
         plan("b200", "0.34.0", model="deepseek-v3", tensor_parallel_size=8)
-    with pytest.raises(ValueError, match="linear_attention layers is not modelled"):
-        plan("b200", "0.34.0", model="qwen3-next-80b-a3b", tensor_parallel_size=4)
+
+
+@pytest.mark.parametrize(
+    ("version", "block", "padded"),
+    [("0.32.0", 2784, None), ("0.34.0", 2816, "1.15%")],
+)
+def test_a_gated_deltanet_hybrid_raises_the_block_for_the_packed_page(version, block, padded):
+    """platforms/interface.py's hybrid alignment takes the attention page of one token from
+    FlashInferBackend.customize_spec (0.28 on; real_page_size_bytes' nvfp4 branch 0.21 - 0.27):
+    the packed 2 x 4 KV heads x (256 // 2 + 256 // 16) = 1,152 B a layer for Qwen3.5-27B, not
+    256 B a head. Its Gated DeltaNet state: conv (3, 128 x 16 x 2 + 128 x 48) bf16 = 61,440 B and
+    the fp32 (48, 128, 128) state 3,145,728 B, 3,207,168 B = 2,784 x 1,152 exactly. 0.32.0 (block
+    16): 16 x cdiv(3,207,168, 16 x 1,152) = 2,784 tokens, no padding; 0.34.0 (block 64):
+    64 x cdiv(3,207,168, 64 x 1,152) = 2,816, the state page padded to 2,816 x 1,152 = 3,244,032 B
+    (+1.15 %). The 48 linear layers make 3 groups of 16 beside the 16 attention layers, so a block
+    is 16 pages: 10 GiB // (16 x page) blocks."""
+    p = plan("rtx-5090", version, model="qwen3.5-27b", available_kv_gib=10)
+    page = block * 1152
+    assert any(f"Setting attention block size to {block} tokens" in x for x in p.log_lines)
+    assert any(f"Padding mamba page size by {padded}" in x for x in p.log_lines) == bool(padded)
+    assert p.num_gpu_blocks == 10 * 2**30 // (16 * page)
 
 
 def test_sglang_and_old_vllm_refuse_the_name():

@@ -19,8 +19,15 @@ Only FlashInfer runs it, by release and GPU (compute capability family = its maj
 - 0.32.0 on: also SM80 / SM90 / SM120 (majors 8, 9, 12) through FlashInfer's FA2 prefill, which
   refuses head_size 64, attention sinks and decode context parallelism in its words.
 FlashInfer's head sizes: 64, 128, 256, 512. MLA is refused from 0.21 in config/vllm.py's words.
-Not modelled, refused: models with linear-attention / mamba state layers or chunked local
-attention (their nvfp4 pages were not read for every release), nvfp4_4over6 / nvfp4_ds_mla.
+Hybrids (read in the 0.21.0 - 0.34.0 sdists: platforms/interface.py's hybrid block alignment,
+v1/kv_cache_interface.py, v1/core/kv_cache_utils.py, model_executor/layers/mamba/): nothing in
+them is nvfp4's own. The alignment's attention page of one token is the packed one
+(real_page_size_bytes' nvfp4 branch 0.21 - 0.27, FlashInferBackend.customize_spec from 0.28), so
+a Gated DeltaNet / Mamba-2 model raises its block and pads its state page as for any cache, with
+KV heads x 2 x full_dim bytes a token and layer; FlashInfer's smallest kernel block is 16, as
+FLASH_ATTN's; the states keep their own dtypes (--mamba-cache-dtype and --mamba-ssm-cache-dtype,
+never kv_cache_dtype). Sliding-window and chunked local layers (Llama 4) take the same packed
+page. Not modelled, refused: nvfp4_4over6 / nvfp4_ds_mla.
 """
 
 from __future__ import annotations
@@ -31,6 +38,17 @@ BUILDER_CHECK = ((0, 23, 0), (0, 25, 0))  # "requires sm100f" from the metadata 
 FA2_FROM = (0, 32, 0)  # FlashInfer's FA2 path for majors 8, 9, 12
 MLA_TEXT_NEW_FROM = (0, 32, 0)
 HEAD_SIZES = (64, 128, 256, 512)
+# the layer kinds planned with an nvfp4 cache (module docstring: hybrids)
+PLANNED_KINDS = frozenset(
+    {
+        "full_attention",
+        "sliding_attention",
+        "chunked_attention",
+        "linear_attention",
+        "mamba",
+        "none",
+    }
+)
 
 
 def full_dim(head_size: int) -> int:
@@ -52,11 +70,10 @@ def check_vllm_nvfp4(spec, config, capability) -> None:
             f"Please use a different --kv-cache-dtype (e.g., {example}) for MLA models such as "
             "DeepSeek."
         )
-    kinds = set(spec.attention_counts) - {"full_attention", "sliding_attention"}
+    kinds = set(spec.attention_counts) - PLANNED_KINDS
     if kinds:
         raise ValueError(
-            f"'kv_cache_dtype' nvfp4 with {', '.join(sorted(kinds))} layers is not modelled "
-            "(their nvfp4 pages were not read for every release)"
+            f"'kv_cache_dtype' nvfp4 with {', '.join(sorted(kinds))} layers is not modelled"
         )
     if v < FLASHINFER_FROM:
         raise ValueError(
