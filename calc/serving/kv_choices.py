@@ -7,9 +7,10 @@ engines' own "bfloat16" / "float16" are read as the same.
   from 0.20.0 (its GPU and release rules: calc.serving.vllm_nvfp4).
 - SGLang (server_args.py's argparse; arg_groups/fields/model.py from 0.5.20; the pypi.org wheels
   0.4.4 - 0.5.23): "auto", "fp8_e5m2", "fp8_e4m3" in every release read; "bf16" / "bfloat16"
-  from 0.5.4 (absent from the 0.5.3 wheel). No "fp8", no float16.
+  from 0.5.4 (absent from the 0.5.3 wheel); "nvfp4" from 0.5.16 (calc.serving.sglang_nvfp4).
+  No "fp8", no float16.
 - Neither engine takes float32 for the cache. Their other choices (vLLM's fp8_inc, turboquant_*,
-  fp8_ds_mla, nvfp4_4over6; SGLang's fp4_e2m1, nvfp4, fp4_mx_block16, mxfp8) are caches kvcalc does not model; DeepSeek's
+  fp8_ds_mla, nvfp4_4over6; SGLang's fp4_e2m1, fp4_mx_block16, mxfp8) are caches kvcalc does not model; DeepSeek's
   fp8_ds_mla is chosen by kvcalc itself where the engine does (calc.serving.indexed).
 """
 
@@ -20,8 +21,8 @@ from functools import lru_cache
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bf16", "fp16", "nvfp4")
 ENGINE_SPELLING = {"bfloat16": "bf16", "float16": "fp16"}
 VLLM_FROM = {"bf16": (0, 11, 0, 0), "fp16": (0, 18, 0, 0), "nvfp4": (0, 20, 0, 0)}
-SGLANG_FROM = {"bf16": (0, 5, 4, 0)}
-SGLANG_NEVER = ("fp8", "fp16", "nvfp4")  # nvfp4 (0.5.16+): SGLang's fp4 caches, not modelled
+SGLANG_FROM = {"bf16": (0, 5, 4, 0), "nvfp4": (0, 5, 16, 0)}  # nvfp4: calc.serving.sglang_nvfp4
+SGLANG_NEVER = ("fp8", "fp16")
 
 
 @lru_cache(maxsize=256)  # a pure function of two hashables, read on every config
@@ -39,8 +40,6 @@ def check_kv_cache_dtype(engine: str, version: tuple[int, ...], name: str, kv_ca
     choices = kv_cache_choices(engine, version)
     if kv not in choices:
         known = kv in (*KV_CACHE_DTYPES, "fp32", "float32")  # words the engines refuse too
-        if engine == "sglang" and kv == "nvfp4":
-            known = False  # SGLang's own from 0.5.16, but its fp4 pools are not modelled
         why = "its --kv-cache-dtype choices" if known else "the choices kvcalc models"
         raise ValueError(
             f"'kv_cache_dtype' must be one of {', '.join(choices)} for {engine} {name} "

@@ -55,6 +55,9 @@ class KVLayout:
     # vLLM on Intel XPU from 0.20.0: a Gated DeltaNet model's block rounded up to a multiple of
     # 64 after the raise for its state (calc.serving.vllm_xpu); 1: none
     platform_multiple: int = 1
+    # SGLang's nvfp4 pool: a token's bytes outside the layers (the shared fp8 dequant workspace
+    # of K and V: calc.serving.sglang_nvfp4), in the cell and, half each, in K / V size
+    shared_token_bytes: int = 0
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state (then
@@ -118,7 +121,7 @@ class KVLayout:
     def cell_bytes(self) -> int:
         """SGLang: one token of every layer on the heaviest rank (profile_max_num_token)."""
         index = self.index_bytes if self.index_counted else 0
-        return (self.token_bytes + index) * max(self.rank_layers)
+        return (self.token_bytes + index) * max(self.rank_layers) + self.shared_token_bytes
 
     def check_page(self, page_size: int) -> None:
         if self.index_bytes and page_size != NSA_PAGE_SIZE:

@@ -41,6 +41,7 @@ from calc.serving.sglang_archs import check_architecture
 from calc.serving.sglang_budget import check_transport
 from calc.serving.sglang_kv_lines import sglang_model_dtype
 from calc.serving.sglang_multimodal import sglang_multimodal, sglang_weight_spec
+from calc.serving.sglang_nvfp4 import check_sglang_nvfp4, decode_on_trtllm, shared_token_bytes
 from calc.serving.sglang_page import kind_of as sglang_kind
 from calc.serving.sglang_page import sglang_page
 from calc.serving.sglang_parallel import sglang_parallel
@@ -125,8 +126,12 @@ def prepare(
     kv = resolved_kv_cache_dtype(spec, config.engine, v, config.kv_cache_dtype)
     if kv != config.kv_cache_dtype:  # the checkpoint's declared fp8 cache (calc.serving.kv_auto)
         config = config.model_copy(update={"kv_cache_dtype": kv})
-    if config.kv_cache_dtype == NVFP4:  # vLLM only (calc.serving.kv_choices)
-        check_vllm_nvfp4(spec, config, cuda_capability(hw) if hw.vendor == "NVIDIA" else None)
+    cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+    major = cap[0] if cap else None
+    if config.kv_cache_dtype == NVFP4 and config.engine == "vllm":
+        check_vllm_nvfp4(spec, config, cap)
+    elif config.kv_cache_dtype == NVFP4:  # SGLang's pool (calc.serving.sglang_nvfp4)
+        check_sglang_nvfp4(spec, config, major)
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
         check_architecture(spec, config.version)  # GLM-4.5, MiniMax-M2, Kimi K2.5, ...
@@ -153,11 +158,12 @@ def prepare(
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
         extra = vllm_v32_load_bytes(spec, config.max_num_batched_tokens)
         weights = tuple(w + extra for w in weights)
-    block_line, cap = None, cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+    block_line = None
     # the page SGLang's default backend needs; the block vLLM's dense MLA backends force
     if config.engine == "sglang" and (kind := sglang_kind(spec)) != "dsa":
         given = settings.get("page_size") if explicit is None else config.page_size
-        page, block_line = sglang_page(v, cap, kind, given)
+        trtllm = config.kv_cache_dtype == NVFP4 and decode_on_trtllm(v, major)
+        page, block_line = sglang_page(v, cap, kind, given, trtllm_decode=trtllm)
         if page != config.page_size:
             config = config.model_copy(update={"page_size": page})
     if config.engine == "vllm" and not spec.is_mla and settings.get("block_size") is None:
@@ -192,6 +198,8 @@ def prepare(
     lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags, sp)
     if block_line:  # the engine's line for the block / page its backend takes
         lay = replace(lay, block_line=block_line)
+    if config.engine == "sglang" and config.kv_cache_dtype == NVFP4:  # its dequant workspace
+        lay = replace(lay, shared_token_bytes=shared_token_bytes(spec, lay.kv_heads, v, major))
     if config.engine == "vllm" and lay.state_bytes and v >= KERNEL_FROM_BLOCK_FROM:
         lay = replace(lay, kernel_from_block=True)  # the raised block's multiple (vllm_block)
     if config.engine == "vllm" and lay.state_bytes:  # Intel XPU's GDN block (vllm_xpu)

@@ -18,6 +18,7 @@ from calc.serving.sglang_kv_lines import (
     sglang_pool_lines,
     torch_kv_dtype,
 )
+from calc.serving.sglang_nvfp4 import nvfp4_lines
 from calc.serving.sglang_requests import scheduler_line
 from calc.serving.sglang_spec import speculation
 from calc.serving.sglang_spec_pool import draft_pool_bytes, mtp_pool_layers
@@ -46,11 +47,16 @@ def sglang_plan(
         r["cell_bytes"],
         r["max_concurrency"],
     )
-    lines = [*([lay.block_line] if lay.block_line else []), *sglang_dsa_lines(config, lay)]
-    lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     v = sglang_version(config.version)
+    fp4 = nvfp4_lines(v, hw) if config.kv_cache_dtype == "nvfp4" else []  # its hook's line first
+    lines = [
+        *fp4[1:],
+        *([lay.block_line] if lay.block_line else []),
+        *sglang_dsa_lines(config, lay),
+    ]
+    lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw, v)
-    lines += dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)
+    lines += fp4[:1] + dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)
     sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's

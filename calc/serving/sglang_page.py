@@ -104,15 +104,22 @@ def _llama4_needs(v) -> str:
 
 
 def sglang_page(
-    v: tuple[int, ...], capability: tuple[int, int] | None, kind: str, given: int | None
+    v: tuple[int, ...],
+    capability: tuple[int, int] | None,
+    kind: str,
+    given: int | None,
+    trtllm_decode: bool = False,
 ) -> tuple[int, str | None]:
     """(the page size, the line SGLang logs when it changes it, or None); `given`: --page-size,
-    None when not given (module docstring)."""
+    None when not given (module docstring); `trtllm_decode`: trtllm_mha decodes whatever the
+    GPU's default (an nvfp4 pool on SM120 from 0.5.21: calc.serving.sglang_nvfp4)."""
     page = 1 if given is None else given
     if capability is None:
         return page, None
     major = capability[0]
     _check_launch(v, major, kind)
+    if trtllm_decode and major != 10:
+        return _snapped(page, given, (16, 32, 64, 128), "TensorRT-LLM MHA", "16, 32, 64 or 128")
     if major != 10:
         return page, None
     mla = kind == "deepseek_v3" and v >= TRTLLM_MLA_FROM
