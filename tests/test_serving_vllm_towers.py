@@ -128,3 +128,73 @@ def test_the_cli_and_a_log_take_the_flag(capsys):
     assert rc == 2 and "'--language-model-only' is a vLLM setting" in capsys.readouterr().err
     line = "non-default args: {'model': 'x', 'language_model_only': True, 'max_model_len': 8192}"
     assert parse_log(line)["language_model_only"] is True
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "limits", "skipped"),
+    [
+        ("gemma-3-4b", "0.19.0", {"image": 0}, True),  # _mark_tower_model from 0.15.0
+        ("gemma-3-4b", "0.14.1", {"image": 0}, False),  # Gemma 3 built its tower before
+        ("mistral-small-3.1", "0.12.0", {"image": 0}, True),  # `vision_tower = None`, 0.10.1
+        ("mistral-small-3.1", "0.19.0", {"image": 2}, False),
+        ("qwen3.5-27b", "0.19.0", {"image": 0}, False),  # its video limit stays 999
+        ("qwen3.5-27b", "0.19.0", {"image": 0, "video": 0}, True),
+    ],
+)
+def test_limits_of_zero_leave_the_tower_where_the_release_checks_them(
+    name, version, limits, skipped
+):
+    cfg = json.loads(CONFIGS[name].read_text())
+    spec = calc.from_hf_config(cfg)
+    full, limited = (_weights(spec, version, limit_mm_per_prompt=x)[0] for x in (None, limits))
+    assert full - limited == (2 * _meta_tower_numel(cfg) if skipped else 0)
+
+
+def test_kimi_k25_takes_only_vision_chunks():
+    """Kimi K2.5's one modality is vision_chunk (get_supported_mm_limits): {"image": 0,
+    "video": 0} leaves its tower; {"vision_chunk": 0} takes it out from 0.16.0."""
+    spec = calc.load_preset("kimi-k2.5")
+    c = dict(tensor_parallel_size=8)
+    w = {
+        str(x): prepare(spec, "h200", "vllm", version="0.19.0", limit_mm_per_prompt=x, **c)[4][0]
+        for x in (None, {"image": 0, "video": 0}, {"vision_chunk": 0})
+    }
+    assert w["None"] == w[str({"image": 0, "video": 0})] > w[str({"vision_chunk": 0})]
+
+
+def test_an_image_limit_bounds_the_profiled_images():
+    """0.19.0, Gemma 3 4B at 8,192 batched tokens and max_num_seqs 8: a prompt holds at most
+    min(limit, 8,192 // 256) images, so the batch is min(32, 8 x that): 16 at a limit of 2, 32
+    unlimited (MultiModalBudget._get_max_items); each image 3 x 896 x 896 pixel values and 256 x
+    2,560 embeddings in bf16."""
+    spec = calc.from_hf_config(json.loads(CONFIGS["gemma-3-4b"].read_text()))
+    kw = dict(version="0.19.0", max_model_len=8192, max_num_batched_tokens=8192, max_num_seqs=8)
+    free, two = (
+        engine_plan(spec, "h100-sxm", "vllm", limit_mm_per_prompt=x, **kw)
+        for x in (None, '{"image": 2}')
+    )
+    image = (3 * 896 * 896 + 256 * 2560) * 2
+    assert free.activation_bytes - two.activation_bytes == (32 - 16) * image
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("x{", "must be JSON"),
+        ('{"imag": 1}', "modality must be one of image, video, audio, vision_chunk"),
+        ('{"image": -1}', "image must be a count from 0 to 1000000"),
+        ('{"image": {"count": 1, "width": 512}}', "the options form is not modelled"),
+        ("5", "takes modality: count pairs"),
+        ("[" * 20000 + "]" * 20000, "must be JSON"),
+    ],
+)
+def test_bad_limits_are_refused_by_name(value, message):
+    with pytest.raises(ValueError, match=message):
+        engine_config("vllm", version="0.34.0", limit_mm_per_prompt=value)
+
+
+def test_a_logs_limits_are_read():
+    from calc.serving.logs import parse_log
+
+    line = "non-default args: {'limit_mm_per_prompt': {'image': 2, 'audio': 0}, 'max_num_seqs': 1}"
+    assert parse_log(line)["limit_mm_per_prompt"] == {"image": 2, "audio": 0}

@@ -87,6 +87,8 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
         settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
     if engine == "vllm" and logged.get("language_model_only"):  # no vision tower
         settings.setdefault("language_model_only", True)
+    if engine == "vllm" and "limit_mm_per_prompt" in logged:
+        settings.setdefault("limit_mm_per_prompt", logged["limit_mm_per_prompt"])
     if engine == "vllm" and "reserved_kv_gib" in logged:  # the flag's bytes, else its line's GiB
         kv = logged.get("kv_cache_memory_bytes", int(logged["reserved_kv_gib"] * GIB))
         settings.setdefault("kv_cache_memory_bytes", kv)

@@ -251,6 +251,7 @@ def engine_settings(args, spec) -> dict:
             num_gpu_blocks_override=args.num_gpu_blocks_override,
             kv_cache_memory_bytes=args.kv_cache_memory_bytes,
             language_model_only=args.language_model_only or False,
+            limit_mm_per_prompt=args.limit_mm_per_prompt,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
@@ -273,6 +274,7 @@ def engine_settings(args, spec) -> dict:
             ("--num-gpu-blocks-override", args.num_gpu_blocks_override, None),
             ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None),
             ("--language-model-only", args.language_model_only, None),
+            ("--limit-mm-per-prompt", args.limit_mm_per_prompt, None),
         ):
             if val != default:
                 alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

@@ -60,3 +60,9 @@ def add_speculative_args(g) -> None:
         default=None,
         help="vLLM 0.17+: a vision checkpoint's language model alone (no tower, no images)",
     )
+    g.add_argument(
+        "--limit-mm-per-prompt",
+        default=None,
+        metavar="JSON",
+        help="vLLM: items per prompt by modality, e.g. '{\"image\": 2}' (all 0: no tower)",
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from calc.serving.defaults import V1_DEFAULT_FROM
 from calc.serving.engine_base import EngineConfig
@@ -18,7 +18,7 @@ from calc.serving.vllm_kv_memory import check_kv_cache_memory_flag
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
-from calc.serving.vllm_towers import check_language_model_only
+from calc.serving.vllm_towers import check_language_model_only, parse_limits
 
 
 class VllmConfig(EngineConfig):
@@ -69,6 +69,14 @@ class VllmConfig(EngineConfig):
     # --language-model-only (0.17.0 on; calc.serving.vllm_towers): a multimodal checkpoint's
     # vision tower is not built, nor its dummy images profiled
     language_model_only: bool = False
+    # --limit-mm-per-prompt's counts, (modality, count) pairs (JSON text or a dict read as
+    # vLLM does: calc.serving.vllm_towers.parse_limits); None: 999 each
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+
+    @field_validator("limit_mm_per_prompt", mode="before")
+    @classmethod
+    def _limits(cls, value):
+        return parse_limits(value)
 
     @model_validator(mode="after")
     def _check(self) -> VllmConfig:

@@ -12,7 +12,8 @@ warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
 warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
-its non-default args), language_model_only (True where the non-default args set it),
+its non-default args), language_model_only (True where the non-default args set it) and
+limit_mm_per_prompt (their counts by modality),
 suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
 "Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
 speculative_method and
@@ -32,6 +33,7 @@ SGLang's "GB" is GiB (its code divides by 1 << 30); vLLM V0's "took X GB" is GiB
 
 from __future__ import annotations
 
+import ast
 import re
 
 _NUM = r"(-?[0-9][0-9,]*\.?[0-9]*)"
@@ -119,8 +121,9 @@ PATTERNS: dict[str, re.Pattern] = {
     ),
     # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
-    # and its 'language_model_only': True (calc.serving.vllm_towers)
+    # and its 'language_model_only': True, 'limit_mm_per_prompt': {...} (calc.serving.vllm_towers)
     "language_model_only": re.compile(r"'language_model_only': (True)"),
+    "limit_mm_per_prompt": re.compile(r"'limit_mm_per_prompt': (\{[^{}]*\})"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     # vLLM's CacheConfig line for an fp8 cache (calc.serving.vllm_lines.fp8_cache_line)
     "kv_cache_dtype": re.compile(r"Using (fp8\w*) data type to store kv cache"),
@@ -199,6 +202,8 @@ def parse_log(text: str) -> dict:
             out["context_len"] = _num(match.group(2), key)
         elif key == "language_model_only":  # a flag, not a figure
             out[key] = True
+        elif key == "limit_mm_per_prompt":  # counts by modality (a Python dict's repr)
+            out[key] = ast.literal_eval(match.group(1))
         elif key == "kv_cache_dtype":  # a name, not a figure
             out[key] = match.group(1)
         elif key == "sglang_kv_torch_dtype":  # fnuz on ROCm: the same choice

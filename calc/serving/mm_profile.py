@@ -11,7 +11,8 @@ in the 0.16.0-0.19.0 sdists; budgets from vllm/v1/core/encoder_cache_manager.py
 compute_mm_encoder_budget, max_num_encoder_input_tokens = encoder_cache_size =
 max_num_batched_tokens in vllm/config/scheduler.py):
   budget = max(max_num_batched_tokens, tokens per item)
-  per prompt = max(1, min(limit_mm_per_prompt (999 by default), max_model_len // tokens))
+  per prompt = max(1, min(limit_mm_per_prompt's image count (999 by default), max_model_len //
+  tokens))
   requests = max_num_seqs, or min(that, max_num_batched_tokens // tokens) without chunked prefill
   items = max(1, min(budget // tokens, requests x per prompt))
 A log says it: "Encoder cache will be initialized with a budget of 8192 tokens, and profiled with
@@ -37,9 +38,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from calc.serving import profile_terms as m
+from calc.serving.vllm_towers import modality_limit, takes_images
 from calc.vision import VisionSpec
-
-DEFAULT_LIMIT_PER_PROMPT = 999  # vllm/config/multimodal.py limit_per_prompt: "Defaults to 999"
 
 
 class ProfileItem(NamedTuple):
@@ -87,7 +87,7 @@ def profile_items(item: ProfileItem, config, max_model_len: int) -> int:
     """How many items the profile run encodes at once (MultiModalBudget._get_max_items)."""
     t = item.tokens
     budget = max(config.max_num_batched_tokens, t)
-    per_prompt = max(1, min(DEFAULT_LIMIT_PER_PROMPT, max_model_len // t))
+    per_prompt = max(1, min(modality_limit(config, "image"), max_model_len // t))
     requests = config.max_num_seqs
     if not config.enable_chunked_prefill:
         requests = min(requests, config.max_num_batched_tokens // t)
@@ -96,9 +96,10 @@ def profile_items(item: ProfileItem, config, max_model_len: int) -> int:
 
 def mm_profile_held_bytes(spec, config, act_bytes: int) -> int:
     """What vLLM's profile run holds from its dummy images while the text model runs: 0 without
-    a vision encoder, with --language-model-only (no multimodal inputs: calc.serving.
-    vllm_towers) or for a family whose item is not derived (qwen3_5)."""
-    if spec.vision is None or getattr(config, "language_model_only", False):
+    a vision encoder, where its limits are all 0 (--limit-mm-per-prompt, --language-model-only:
+    no multimodal inputs, calc.serving.vllm_towers) or for a family whose item is not derived
+    (qwen3_5)."""
+    if not takes_images(spec, config):  # limits all 0 (--language-model-only): none profiled
         return 0
     item = profile_item(spec.vision)
     if item is None:

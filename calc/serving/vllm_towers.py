@@ -20,11 +20,38 @@ vllm/multimodal/registry.py, vllm/engine/arg_utils.py, the V1 and V2 model runne
   it on the stages after the first under Model Runner V2 (`vllm_config.use_v2_model_runner and
   not get_pp_group().is_first_rank`; V2 is the default: calc.serving.vllm_v2), 0.34.0 always
   (`or not get_pp_group().is_first_rank`: "encoders run on the first stage only").
-Not modelled: --limit-mm-per-prompt (0 for every modality skips the same modules from 0.15.0,
-and Mistral 3 / Llama 4 from 0.10.1, but Kimi K2.5's one modality is vision_chunk).
+- `--limit-mm-per-prompt` (kvcalc's limit_mm_per_prompt: modality, count pairs; a modality not
+  named keeps 999): with every modality the model takes at 0 (Gemma 3, Mistral 3, Llama 4:
+  image; Qwen3.5: image and video; Kimi K2.5: its one vision_chunk, so {"image": 0} leaves its
+  tower) supports_multimodal_inputs is False from 0.10.1 (multimodal/registry.py; the encoder
+  budget 0 in 0.10.0), so nothing is profiled, and the tower is skipped as above: Mistral 3 and
+  Llama 4 from 0.10.1 (their explicit `self.vision_tower = None`), Gemma 3 from 0.15.0
+  (_mark_tower_model; built before), Kimi K2.5 from 0.16.0, Qwen3.5 from its first, 0.17.0. A
+  non-zero image limit bounds the dummy images a prompt holds (calc.serving.mm_profile).
+  Counts only: the per-modality options form ({"image": {"count": 1, "width": ...}}) is refused.
 """
 
 from __future__ import annotations
+
+import json
+
+MODALITIES = {  # get_supported_mm_limits by vision kind (calc.vision)
+    "siglip": ("image",),
+    "pixtral": ("image",),
+    "llama4": ("image",),
+    "qwen3_5": ("image", "video"),
+    "moonvit": ("vision_chunk",),
+}
+KNOWN_MODALITIES = ("image", "video", "audio", "vision_chunk")
+DEFAULT_LIMIT = 999  # MultiModalConfig.get_limit_per_prompt: an unnamed modality
+TOWER_SKIP_FROM = {  # the first release whose model skips its tower at limit 0
+    "siglip": (0, 15, 0),
+    "pixtral": (0, 10, 1),
+    "llama4": (0, 10, 1),
+    "qwen3_5": (0, 17, 0),
+    "moonvit": (0, 16, 0),
+}
+
 
 LANGUAGE_MODEL_ONLY_FROM = (0, 17, 0)
 PP_TOWER_V2_FROM = (0, 33, 0)  # under Model Runner V2
@@ -40,11 +67,63 @@ def check_language_model_only(version: tuple[int, ...], flag: bool) -> None:
         )
 
 
+def parse_limits(value) -> tuple[tuple[str, int], ...] | None:
+    """--limit-mm-per-prompt as kvcalc keeps it: sorted (modality, count) pairs, from JSON text,
+    a dict or pairs; None for None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):  # malformed, or nested past the parser's depth
+            raise ValueError(
+                f"'limit_mm_per_prompt' must be JSON such as '{{\"image\": 2}}': got {value[:60]!r}"
+            ) from None
+    if not isinstance(value, (dict, list, tuple)):
+        raise ValueError(
+            f"'limit_mm_per_prompt' takes modality: count pairs: got {str(value)[:60]!r}"
+        )
+    pairs = value.items() if isinstance(value, dict) else value
+    out = {}
+    for item in pairs:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise ValueError(f"'limit_mm_per_prompt' takes modality: count pairs: got {item!r}")
+        name, count = item
+        if name not in KNOWN_MODALITIES:
+            raise ValueError(
+                f"'limit_mm_per_prompt' modality must be one of {', '.join(KNOWN_MODALITIES)}: "
+                f"got {name!r}"
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 10**6:
+            raise ValueError(
+                f"'limit_mm_per_prompt' {name} must be a count from 0 to 1000000 (the options "
+                f"form is not modelled): got {count!r}"
+            )
+        out[name] = count
+    return tuple(sorted(out.items()))
+
+
+def modality_limit(config, modality: str) -> int:
+    """get_limit_per_prompt: 0 with --language-model-only, the count given, else 999."""
+    if getattr(config, "language_model_only", False):
+        return 0
+    return dict(getattr(config, "limit_mm_per_prompt", None) or ()).get(modality, DEFAULT_LIMIT)
+
+
+def tower_built(spec, config) -> bool:
+    """Whether vLLM builds the tower at all (module docstring: limits all 0 skip it where the
+    release's model checks them)."""
+    if spec.vision is None:
+        return False
+    kind = spec.vision.kind
+    return takes_images(spec, config) or config.version_tuple[:3] < TOWER_SKIP_FROM[kind]
+
+
 def tower_stages(spec, config, uses_v2: bool) -> tuple[bool, ...]:
     """Whether each of vLLM's pipeline stages builds the vision tower (all False without one);
     `uses_v2`: Model Runner V2 runs (calc.serving.vllm_v2.vllm_uses_v2_runner)."""
     pp = config.pipeline_parallel_size
-    if spec.vision is None or config.language_model_only:
+    if not tower_built(spec, config):
         return (False,) * pp
     v = config.version_tuple[:3]
     first_only = v >= PP_TOWER_FROM or (v >= PP_TOWER_V2_FROM and uses_v2)
@@ -52,6 +131,8 @@ def tower_stages(spec, config, uses_v2: bool) -> tuple[bool, ...]:
 
 
 def takes_images(spec, config) -> bool:
-    """vLLM's supports_multimodal_inputs for a checkpoint with a vision tower: the limits are not
-    all 0 (--language-model-only sets them so)."""
-    return spec.vision is not None and not getattr(config, "language_model_only", False)
+    """vLLM's supports_multimodal_inputs for a checkpoint with a vision tower: the limits of the
+    modalities it takes are not all 0 (--language-model-only sets them so)."""
+    if spec.vision is None:
+        return False
+    return any(modality_limit(config, m) > 0 for m in MODALITIES[spec.vision.kind])
