@@ -75,8 +75,8 @@ class EngineConfig(BaseModel):
         """The cache's storage dtype: 'auto' stores K and V in the model's dtype."""
         if self.kv_cache_dtype == "auto":
             return canonical_dtype(model_dtype)
-        if self.kv_cache_dtype == "nvfp4":  # a packed format, no element dtype (vllm_nvfp4)
-            return "nvfp4"
+        if self.kv_cache_dtype in ("nvfp4", "fp4_e2m1"):  # packed formats, no element dtype
+            return self.kv_cache_dtype  # (calc.serving.vllm_nvfp4, sglang_nvfp4, sglang_fp4)
         return canonical_dtype(self.kv_cache_dtype)
 
     @model_validator(mode="before")

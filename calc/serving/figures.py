@@ -230,7 +230,8 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
         seen = seen if first is None else first[0]
     else:
         layers = max(lay.rank_layers)
-        k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, lay.head_size, layers, lay.kv_bytes)
+        head = lay.logged_head_size or lay.head_size  # fp4_e2m1: its values only
+        k_size = m.sglang_k_size_bytes(tokens, P, lay.kv_heads, head, layers, lay.kv_bytes)
         k_size = k_size + (tokens + P) * (lay.shared_token_bytes // 2)  # nvfp4's workspace
     cap = None  # a running request holds several mamba states (sglang_requests)
     if mamba is not None:

@@ -52,6 +52,7 @@ from calc.serving.indexed import (
 )
 from calc.serving.layout_record import Group, KVLayout
 from calc.serving.memory import cdiv
+from calc.serving.sglang_fp4 import FP4_E2M1
 from calc.serving.sglang_hybrid import sglang_hybrid_fields
 from calc.serving.shard_layers import check_engine_parallel
 from calc.serving.sharding import rank_layers
@@ -126,9 +127,13 @@ def kv_layout(
         _refuse(spec, "sliding and chunked layers together (vLLM refuses them too)")
     heads = 1 if spec.is_mla else kv_heads_per_gpu(spec, tp)
     size = spec.kv_lora_rank + spec.qk_rope_head_dim if spec.is_mla else spec.head_dim
+    logged = 0  # SGLang's fp4_e2m1 logs its values only (calc.serving.sglang_fp4)
     if kv_dtype == NVFP4:  # bytes of fp4 values and fp8 scales a head, stored as uint8
         size, kb = nvfp4_full_dim(spec.head_dim), 1
         tb = 2 * heads * size
+    elif kv_dtype == FP4_E2M1:  # the same packing, of a latent (MLA) or of each K / V head
+        logged, size, kb = size // 2, nvfp4_full_dim(size), 1
+        tb = size if spec.is_mla else 2 * heads * size
     else:
         tb, kb = token_bytes(spec, tp, kv_dtype), dtype_bits(kv_dtype) // 8
     common = dict(
@@ -138,6 +143,7 @@ def kv_layout(
         kv_bytes=kb,
         kv_heads=heads,
         head_size=size,
+        logged_head_size=logged,
         speculation=speculation,
     )
     linear = sum(counts.get(k, 0) for k in STATE_KINDS)

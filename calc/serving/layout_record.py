@@ -58,6 +58,9 @@ class KVLayout:
     # SGLang's nvfp4 pool: a token's bytes outside the layers (the shared fp8 dequant workspace
     # of K and V: calc.serving.sglang_nvfp4), in the cell and, half each, in K / V size
     shared_token_bytes: int = 0
+    # SGLang's fp4_e2m1: the head (MLA: latent) bytes its K / KV size lines count, the scales
+    # left out (calc.serving.sglang_fp4); 0: head_size
+    logged_head_size: int = 0
 
     def block_size(self, configured: int) -> int:
         """The attention block vLLM uses: `block_size`, raised for a linear layer's state (then
@@ -136,7 +139,8 @@ class KVLayout:
         indexer keys (NSATokenToKVPool.index_k_with_scale_buffer). `logged`: only what the
         "KV size" line counts (the indexer from #11309 on)."""
         layers = max(self.rank_layers)
-        out = (tokens + page_size) * self.token_bytes * layers
+        row = self.logged_head_size if logged and self.logged_head_size else self.token_bytes
+        out = (tokens + page_size) * row * layers
         if self.index_bytes and (self.index_counted or not logged):
             pages = (tokens + page_size + 1) // page_size
             out = out + pages * page_size * self.index_bytes * layers

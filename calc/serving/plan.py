@@ -39,6 +39,7 @@ from calc.serving.plan_vllm import vllm_plan
 from calc.serving.quant_weights import plan_weights
 from calc.serving.sglang_archs import check_architecture
 from calc.serving.sglang_budget import check_transport
+from calc.serving.sglang_fp4 import FP4_E2M1, check_sglang_fp4_e2m1
 from calc.serving.sglang_kv_lines import sglang_model_dtype
 from calc.serving.sglang_multimodal import sglang_multimodal, sglang_weight_spec
 from calc.serving.sglang_nvfp4 import check_sglang_nvfp4, decode_on_trtllm, shared_token_bytes
@@ -132,6 +133,8 @@ def prepare(
         check_vllm_nvfp4(spec, config, cap)
     elif config.kv_cache_dtype == NVFP4:  # SGLang's pool (calc.serving.sglang_nvfp4)
         check_sglang_nvfp4(spec, config, major)
+    elif config.kv_cache_dtype == FP4_E2M1:  # SGLang only (calc.serving.sglang_fp4)
+        check_sglang_fp4_e2m1(spec, config, major)
     if config.engine == "sglang":  # DP attention, SGLang's ep_size (calc.serving.sglang_parallel)
         check_speculative_model(spec, config)
         check_architecture(spec, config.version)  # GLM-4.5, MiniMax-M2, Kimi K2.5, ...

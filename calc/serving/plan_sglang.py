@@ -11,6 +11,7 @@ from calc.serving.figures import GIB
 from calc.serving.indexed_sglang import sglang_dsa_lines
 from calc.serving.plan_result import EnginePlan, identity
 from calc.serving.sglang_budget import budget_refusal
+from calc.serving.sglang_fp4 import fp4_lines
 from calc.serving.sglang_kv_lines import (
     allocated_pool_bytes,
     draft_pool_lines,
@@ -56,7 +57,8 @@ def sglang_plan(
     ]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw, v)
-    lines += fp4[:1] + dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)
+    fp4 = fp4_lines() if config.kv_cache_dtype == "fp4_e2m1" else fp4[:1]
+    lines += fp4 + dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)  # warn first
     sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's

@@ -41,6 +41,7 @@ TORCH_NAMES = {
     "fp8_e4m3": "torch.float8_e4m3fn",
     "fp8_e5m2": "torch.float8_e5m2",
     "nvfp4": "torch.float4_e2m1fn_x2",  # calc.serving.sglang_nvfp4
+    "fp4_e2m1": "torch.float4_e2m1fn_x2",  # calc.serving.sglang_fp4
 }
 
 

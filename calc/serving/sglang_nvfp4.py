@@ -22,8 +22,8 @@ dequant dtype: D; prefill input: D; decode input: nvfp4." (D: nvfp4 on SM100, fp
 elsewhere), and the pool's "KV Cache is allocated. dtype: torch.float4_e2m1fn_x2, ...".
 Refused: a GPU other than SM100 / SM120 in SGLang's words; in kvcalc's, what is not read:
 SM120 before 0.5.21 (its default backend against the KV4 check), MLA (MLATokenToKVPoolFP4),
-sliding-window, chunked, mamba and indexed pools, speculative decoding, SGLang's other fp4
-caches (fp4_mx_block16, fp4_e2m1) and mxfp8.
+sliding-window, chunked, mamba and indexed pools, speculative decoding, fp4_mx_block16 and
+mxfp8 (fp4_e2m1: calc.serving.sglang_fp4).
 """
 
 from __future__ import annotations
