@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_vision import _meta_vision_numel
 
 import calc
 from calc.serving.engine import engine_config
@@ -30,20 +31,7 @@ CONFIGS = {
 }
 
 
-def _meta_tower_numel(cfg: dict) -> int:
-    """numel of every parameter outside the language model and LM head of transformers' model."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    transformers.logging.set_verbosity_error()
-    d = {k: v for k, v in cfg.items() if k not in ("quantization_config", "architectures")}
-    config = transformers.CONFIG_MAPPING[d.pop("model_type")](**d)
-    with torch.device("meta"):
-        model = transformers.AutoModelForImageTextToText.from_config(config)
-    return sum(
-        p.numel()
-        for n, p in model.named_parameters()
-        if "language_model" not in n and not n.startswith("lm_head")
-    )
+_meta_tower_numel = _meta_vision_numel  # the tower + projector's numel on the meta device
 
 
 def _weights(spec, version: str, **kw) -> tuple[int, ...]:

@@ -28,6 +28,8 @@ speculative decoding.
 
 from __future__ import annotations
 
+from calc.serving.sglang_nvfp4 import plain_pool_gap
+
 FP4_E2M1 = "fp4_e2m1"
 MLA_FROM = (0, 5, 4, 3)
 MHA_FROM = (0, 5, 6, 1)  # the MHA pool from 0.5.5.post3, planned where trtllm_mha is the default
@@ -48,12 +50,9 @@ def check_sglang_fp4_e2m1(spec, config, major: int | None) -> None:
         )
     elif "indexed_attention" in spec.attention_counts:
         what = "DeepSeek-V3.2's DSA pool"
-    elif set(spec.attention_counts) != {"full_attention"}:
-        kinds = sorted(set(spec.attention_counts) - {"full_attention"})
-        what = f"{', '.join(kinds)} layers (SGLang's hybrid pools)"
-    elif config.speculative_algorithm is not None:
-        what = "speculative decoding (the draft worker's pool)"
-    elif not spec.is_mla and v < MHA_FROM:
+    else:
+        what = plain_pool_gap(spec, config)
+    if what is None and not spec.is_mla and v < MHA_FROM:
         what = "a standard attention model before 0.5.6.post1 (no fp4 MHA pool before 0.5.5.post3)"
     if what:
         raise ValueError(f"SGLang's 'kv_cache_dtype' fp4_e2m1 with {what} is not modelled")

@@ -56,18 +56,26 @@ def check_sglang_nvfp4(spec, config, major: int | None) -> None:
             "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. Use "
             "--kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe."
         )
-    what = None
-    if spec.is_mla:
-        what = "an MLA model (SGLang's MLATokenToKVPoolFP4)"
-    elif set(spec.attention_counts) != {"full_attention"}:
-        kinds = sorted(set(spec.attention_counts) - {"full_attention"})
-        what = f"{', '.join(kinds)} layers (SGLang's hybrid pools)"
-    elif config.speculative_algorithm is not None:
-        what = "speculative decoding (the draft worker's pool)"
-    elif major == 12 and config.version_tuple < BACKENDS_SET_FROM:
+    what = (
+        "an MLA model (SGLang's MLATokenToKVPoolFP4)"
+        if spec.is_mla
+        else plain_pool_gap(spec, config)
+    )
+    if what is None and major == 12 and config.version_tuple < BACKENDS_SET_FROM:
         what = "an SM120 GPU before 0.5.21 (its default attention backend against the KV4 check)"
     if what:
         raise ValueError(f"SGLang's 'kv_cache_dtype' nvfp4 with {what} is not modelled")
+
+
+def plain_pool_gap(spec, config) -> str | None:
+    """What keeps SGLang's quantized pool from being the one token pool kvcalc models for fp4
+    (its hybrid pools, the draft worker's), or None."""
+    if set(spec.attention_counts) != {"full_attention"}:
+        kinds = sorted(set(spec.attention_counts) - {"full_attention"})
+        return f"{', '.join(kinds)} layers (SGLang's hybrid pools)"
+    if config.speculative_algorithm is not None:
+        return "speculative decoding (the draft worker's pool)"
+    return None
 
 
 def nvfp4_lines(version: tuple[int, ...], hw) -> list[str]:
