@@ -13,7 +13,8 @@ from calc.serving.hardware import resolve_hardware
 from calc.serving.plan import engine_plan
 
 ARC = resolve_hardware("h100-sxm").model_copy(update={"name": "arc-b580", "vendor": "Intel"})
-KV = dict(kv_cache_memory_bytes="500M", enforce_eager=True)
+# the logs' --attention-backend TRITON_ATTN: Triton's 16-token kernel blocks
+KV = dict(kv_cache_memory_bytes="500M", enforce_eager=True, attention_backend="TRITON_ATTN")
 
 
 def plan(version="0.21.0", gpu=ARC, **kw):
@@ -33,7 +34,7 @@ def test_the_arc_b580_logs(L, blocks, tokens, conc):
 
 
 def test_nvidia_keeps_the_base_block():
-    p = plan(gpu="h100-sxm", max_model_len=5120)
+    p = plan(gpu="h100-sxm", max_model_len=5120, attention_backend=None)
     assert p.page_bytes == 528 * 4096
     assert p.num_gpu_blocks == 524288000 // (8 * 528 * 4096) == 30
 
@@ -62,7 +63,7 @@ def test_before_0_20_no_rounding():
 
 def test_a_model_without_gdn_layers_is_not_rounded():
     p = engine_plan("qwen2.5-3b", ARC, "vllm", version="0.21.0", max_model_len=16384,
-                    kv_cache_memory_bytes="750M")  # fmt: skip
+                    kv_cache_memory_bytes="750M", attention_backend="TRITON_ATTN")  # fmt: skip
     # 786,432,000 // (16 x 36 x 2 x 128 x 2 x 2 B) = 1,333 blocks of 16 tokens
     assert p.num_gpu_blocks == 1333 and p.gpu_kv_cache_tokens == 21328
 
@@ -74,6 +75,45 @@ def test_a_derived_plan_on_intel_is_refused():
     assert engine_plan("qwen2.5-3b", ARC, "vllm", version="0.21.0", available_kv_gib=2.0).fits
 
 
-def test_0_34_on_intel_is_refused():
-    with pytest.raises(ValueError, match="on an Intel GPU: the XPU backends' preferred block"):
-        plan("0.34.0")
+def test_xpu_flash_attention_prefers_64_token_blocks():
+    """XPU's default backend, FLASH_ATTN: get_preferred_block_size is max(default, 64) from
+    0.20.0 (v1/attention/backends/flash_attn.py), so no --block-size gives 64-token blocks,
+    logged "Setting kv cache block size to 64 for FLASH_ATTN backend." ("backend(s)." from
+    0.31.0; nothing from 0.34.0, whose default is 64): 786,432,000 // (64 x 36 layers x 2 x
+    128 x 2 x 2 B) = 333 blocks for Qwen2.5-3B's 750M."""
+    for version, line in (
+        ("0.21.0", "Setting kv cache block size to 64 for FLASH_ATTN backend."),
+        ("0.31.0", "Setting kv cache block size to 64 for FLASH_ATTN backend(s)."),
+        ("0.34.0", None),
+    ):
+        p = engine_plan("qwen2.5-3b", ARC, "vllm", version=version, max_model_len=16384,
+                        kv_cache_memory_bytes="750M")  # fmt: skip
+        assert p.num_gpu_blocks == 786_432_000 // (64 * 36 * 2 * 128 * 2 * 2) == 333
+        assert (
+            (line in p.log_lines) if line else not any("block size to 64" in x for x in p.log_lines)
+        )
+    old = engine_plan("qwen2.5-3b", ARC, "vllm", version="0.19.0", max_model_len=16384,
+                      kv_cache_memory_bytes="750M")  # fmt: skip
+    assert old.num_gpu_blocks == 1333  # 0.19.x: the default 16
+
+
+def test_from_0_32_the_hybrid_alignment_takes_xpu_flash_attentions_64():
+    """0.32.0 on: XPU's FlashAttention advertises MultipleOf(64) kernel blocks, so the base
+    platform raises Qwen3.5-4B's block to 64 x cdiv(2,146,304, 64 x 4,096) = 576 itself (its
+    padding line for 576), and XPU's rounding has nothing left to do: no [XPU] line."""
+    for version in ("0.32.0", "0.34.0"):
+        p = plan(version, max_model_len=5120, attention_backend=None)
+        assert p.page_bytes == 576 * 4096 and p.num_gpu_blocks == 27
+        assert any(x.startswith("Setting attention block size to 576 tokens") for x in p.log_lines)
+        pad = f"Padding mamba page size by {100 * (576 * 4096 - 2146304) / 2146304:.2f}%"
+        assert any(pad in x for x in p.log_lines)
+        assert not any(x.startswith("[XPU]") for x in p.log_lines)
+
+
+def test_backends_kvcalc_does_not_model_on_intel():
+    with pytest.raises(ValueError, match="float32 falls back to Triton Attention"):
+        engine_plan("qwen2.5-3b", ARC, "vllm", version="0.21.0", weight_dtype="fp32",
+                    kv_cache_memory_bytes="750M", max_model_len=4096)  # fmt: skip
+    with pytest.raises(ValueError, match="multimodal prefix-LM model"):
+        engine_plan("gemma-3-4b", ARC, "vllm", version="0.21.0", kv_cache_memory_bytes="750M",
+                    max_model_len=4096)  # fmt: skip

@@ -91,7 +91,8 @@ def engine_config(
         flag = kw.get("enable_extensible_kv_cache")
         sizing = {k: kw.get(k) for k in ("kv_cache_memory_bytes", "num_gpu_blocks_override")}
         kw["enable_extensible_kv_cache"] = extensible_on(v, gpu_vendor, flag, **sizing)
-        kw.setdefault("block_size", vllm_default_block(v, gpu_vendor)[0])
+        backend = kw.get("attention_backend")
+        kw.setdefault("block_size", vllm_default_block(v, gpu_vendor, backend)[0])
         util = vllm_gpu_memory_utilization(v, kw["enable_extensible_kv_cache"])
         kw.setdefault("gpu_memory_utilization", util)
         kw.setdefault("allow_chunked_local_attn_hybrid", v >= CHUNKED_LOCAL_HYBRID_FROM)

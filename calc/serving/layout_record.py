@@ -55,6 +55,9 @@ class KVLayout:
     # vLLM on Intel XPU from 0.20.0: a Gated DeltaNet model's block rounded up to a multiple of
     # 64 after the raise for its state (calc.serving.vllm_xpu); 1: none
     platform_multiple: int = 1
+    # the smallest kernel block of the attention backend the hybrid alignment sees (16; XPU's
+    # FlashAttention 64 from 0.32.0: calc.serving.vllm_xpu.xpu_kernel_block)
+    kernel_block: int = KERNEL_BLOCK_ALIGNMENT
     # SGLang's nvfp4 pool: a token's bytes outside the layers (the shared fp8 dequant workspace
     # of K and V: calc.serving.sglang_nvfp4), in the cell and, half each, in K / V size
     shared_token_bytes: int = 0
@@ -76,7 +79,7 @@ class KVLayout:
             return self.forced_block
         if not self.state_bytes:
             return configured
-        kernel = KERNEL_BLOCK_ALIGNMENT
+        kernel = self.kernel_block
         if self.kernel_from_block:
             kernel = max(kernel, configured)
         a = math.lcm(kernel, self.state_pages.alignment)

@@ -69,6 +69,7 @@ from calc.serving.vllm_xpu import (
     check_xpu,
     check_xpu_layout,
     xpu_block_multiple,
+    xpu_kernel_block,
 )
 from calc.spec import ModelSpec
 
@@ -141,7 +142,6 @@ def prepare(
         check_transport(config, hw.vendor)  # --mm-feature-transport
         ep, split = sglang_parallel(spec, config, hw)
     else:  # vLLM: every module over tp; the experts as VllmConfig.expert_parallel_size says
-        check_xpu(hw.vendor, v)
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
@@ -152,6 +152,8 @@ def prepare(
         towers = tower_stages(spec, config, vllm_uses_v2_runner(spec, config))
         wspec = spec if any(towers) else spec.model_copy(update={"vision": None})
     weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
+    if config.engine == "vllm":  # the XPU backends kvcalc does not model (vllm_xpu)
+        check_xpu(spec, hw.vendor, config.attention_backend, activation_dtype(wd))
     if not all(towers) and any(towers):  # the first stage only: the others' without it
         text = spec.model_copy(update={"vision": None})
         bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]
@@ -170,7 +172,8 @@ def prepare(
         if page != config.page_size:
             config = config.model_copy(update={"page_size": page})
     if config.engine == "vllm" and not spec.is_mla and settings.get("block_size") is None:
-        block_line = vllm_default_block(v, hw.vendor)[1] if explicit is None else None
+        backend = config.attention_backend
+        block_line = vllm_default_block(v, hw.vendor, backend)[1] if explicit is None else None
     if config.engine == "vllm" and spec.is_mla and not dsa:
         given = settings.get("block_size") if explicit is None else config.block_size
         kv = config.kv_cache_dtype
@@ -198,7 +201,7 @@ def prepare(
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
-    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw.name, flags, sp)
+    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw, flags, sp)
     if block_line:  # the engine's line for the block / page its backend takes
         lay = replace(lay, block_line=block_line)
     if config.engine == "sglang" and config.kv_cache_dtype == NVFP4:  # its dequant workspace
@@ -206,7 +209,9 @@ def prepare(
     if config.engine == "vllm" and lay.state_bytes and v >= KERNEL_FROM_BLOCK_FROM:
         lay = replace(lay, kernel_from_block=True)  # the raised block's multiple (vllm_block)
     if config.engine == "vllm" and lay.state_bytes:  # Intel XPU's GDN block (vllm_xpu)
+        kernel = xpu_kernel_block(hw.vendor, v, config.attention_backend)
         lay = replace(lay, platform_multiple=xpu_block_multiple(spec, hw.vendor, v))
+        lay = replace(lay, kernel_block=kernel)
         check_xpu_layout(lay, config.block_size)
     if config.engine == "vllm":
         check_dcp(spec, config.version_tuple, tp, config.decode_context_parallel_size, lay, kd)

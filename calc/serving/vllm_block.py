@@ -34,9 +34,16 @@ def default_block(version: tuple[int, ...]) -> int:
     return 64 if tuple(version[:3]) >= BLOCK_64_FROM else 16
 
 
-def vllm_default_block(version: tuple[int, ...], vendor: str) -> tuple[int, str | None]:
-    """(block, the line vLLM logs or None) for a model without MLA and no --block-size."""
+def vllm_default_block(
+    version: tuple[int, ...], vendor: str, backend: str | None = None
+) -> tuple[int, str | None]:
+    """(block, the line vLLM logs or None) for a model without MLA and no --block-size;
+    `backend`: --attention-backend (Intel: calc.serving.vllm_xpu.xpu_default_block)."""
     base = default_block(version)
     if base == 64 and vendor == "AMD":
         return 16, ROCM_ATTN_LINE
+    if vendor == "Intel":
+        from calc.serving.vllm_xpu import xpu_default_block
+
+        return xpu_default_block(version, base, backend)
     return base, None

@@ -33,6 +33,7 @@ does not run.
 
 from __future__ import annotations
 
+XPU_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN")  # calc.serving.vllm_xpu.BACKENDS
 OWN_SPEC_FROM = (0, 24, 0)
 OWN_SPEC_UNTIL = (0, 29, 0)
 STRIDE_BACKENDS = frozenset({"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"})
@@ -54,6 +55,8 @@ def drafter_own_group(spec, vendor: str, version: tuple[int, ...], backend, draf
     refuses the setting where it is not modelled."""
     if backend is None:
         return False
+    if vendor == "Intel" and not draft_layers and backend in XPU_BACKENDS:
+        return False  # the XPU backend's block (calc.serving.vllm_xpu)
     if not draft_layers:
         raise ValueError(
             f"'attention_backend' {backend} is modelled only for an MTP drafter's KV-cache group "

@@ -213,7 +213,10 @@ def vllm_state_pages(
 
 def _gdn_flashinfer(spec, gpu: str) -> bool:
     """_resolve_gdn_prefill_backend (0.33.0): FlashInfer on sm90, or sm10x / sm12x with 128-wide
-    keys (CUDA runtime 13, the default wheel's); Triton otherwise."""
+    keys (CUDA runtime 13, the default wheel's); Triton otherwise, and on AMD / Intel GPUs (the
+    CUDA kernel's platforms); `gpu`: a preset name or a HardwareSpec."""
+    if getattr(gpu, "vendor", "NVIDIA") != "NVIDIA":
+        return False
     cc = cuda_capability(gpu) if gpu else None
     if cc is None:
         raise ValueError(

@@ -12,8 +12,17 @@ update_block_size_for_backend):
   size to N tokens to ensure multiple of 64, set mamba_page_size_padded to P bytes accordingly,
   before was Q bytes."; 0.32.0 on two ("... multiple of 64." and "[XPU]Scaled
   mamba_page_size_padded from Q to P bytes accordingly.").
-- 0.34.0's default block (64) goes through the XPU backends' preferred block, which was not read:
-  kvcalc refuses Intel GPUs there.
+- the attention backend (XPUPlatform.get_attn_backend_cls): FLASH_ATTN unless
+  --attention-backend TRITON_ATTN is given (or the model runs in float32, or VLLM_BATCH_INVARIANT,
+  or a multimodal prefix-LM model: Triton or the Triton / FlashAttention composite; kvcalc
+  refuses the first and the last as not modelled). From 0.20.0 FlashAttentionBackend.
+  get_preferred_block_size on XPU is max(default, 64) (v1/attention/backends/flash_attn.py;
+  absent in 0.19.1), so with no --block-size the block is 64, logged "Setting kv cache block
+  size to 64 for FLASH_ATTN backend." ("backend(s)." from 0.31.0; nothing from 0.34.0, whose
+  default is 64 already); Triton keeps the default (16; 64 from 0.34.0). From 0.32.0 the XPU
+  FlashAttention advertises MultipleOf(64) kernel blocks (get_supported_kernel_block_sizes;
+  absent in 0.31.0), which the hybrid alignment takes (max(kernel, block_size)), so a Gated
+  DeltaNet block is a multiple of 64 before XPU's rounding, which then changes nothing.
 - The XPU worker's memory profile (torch.xpu's memory statistics) is not modelled: an Intel
   plan takes its memory from --kv-cache-memory-bytes or a logged --available-kv-gib.
 
@@ -23,20 +32,48 @@ vllm-xpu-*.toml, a source build at 3ca6ca2 between 0.20 and 0.21).
 
 from __future__ import annotations
 
-from calc.serving.vllm_state_dtype import release
-
 VENDOR = "Intel"
 GDN_MULTIPLE = 64
 GDN_MULTIPLE_FROM = (0, 20, 0)
 TWO_LINES_FROM = (0, 32, 0)
-READ_BEFORE = (0, 34, 0)
+BACKENDS = ("FLASH_ATTN", "TRITON_ATTN")  # the --attention-backend choices kvcalc plans on XPU
+PREFERRED_64_FROM = (0, 20, 0)
+PLURAL_LINE_FROM = (0, 31, 0)
+KERNEL_64_FROM = (0, 32, 0)
 
 
-def check_xpu(vendor: str, version: tuple[int, ...]) -> None:
-    if vendor == VENDOR and tuple(version[:3]) >= READ_BEFORE:
+def xpu_backend(backend: str | None) -> str:
+    return backend or "FLASH_ATTN"
+
+
+def xpu_default_block(version: tuple[int, ...], base: int, backend: str | None):
+    """(block, line) with no --block-size (module docstring); `base`: DEFAULT_BLOCK_SIZE."""
+    v = tuple(version[:3])
+    if xpu_backend(backend) != "FLASH_ATTN" or v < PREFERRED_64_FROM or base >= 64:
+        return base, None
+    s = "(s)" if v >= PLURAL_LINE_FROM else ""
+    return 64, f"Setting kv cache block size to 64 for FLASH_ATTN backend{s}."
+
+
+def xpu_kernel_block(vendor: str, version: tuple[int, ...], backend: str | None) -> int:
+    """The smallest kernel block the hybrid alignment sees on this vendor (16 off XPU)."""
+    on = vendor == VENDOR and xpu_backend(backend) == "FLASH_ATTN"
+    return 64 if on and tuple(version[:3]) >= KERNEL_64_FROM else 16
+
+
+def check_xpu(spec, vendor: str, backend: str | None, model_dtype: str) -> None:
+    """The XPU backend choices kvcalc does not model (module docstring)."""
+    if vendor != VENDOR or backend is not None:
+        return
+    if model_dtype == "fp32":
         raise ValueError(
-            f"vLLM {release(version)} on an Intel GPU: the XPU backends' preferred block for "
-            f"the default of 64 is not read (kvcalc plans Intel GPUs up to 0.33.x)"
+            "vLLM on an Intel GPU in float32 falls back to Triton Attention: give "
+            "'attention_backend' TRITON_ATTN (--attention-backend)"
+        )
+    if spec.vision is not None and spec.vision.kind == "siglip":
+        raise ValueError(
+            "vLLM on an Intel GPU: a multimodal prefix-LM model (Gemma 3) takes Triton or the "
+            "Triton / FlashAttention composite, not modelled: give 'attention_backend'"
         )
 
 
