@@ -117,3 +117,15 @@ def test_backends_kvcalc_does_not_model_on_intel():
     with pytest.raises(ValueError, match="multimodal prefix-LM model"):
         engine_plan("gemma-3-4b", ARC, "vllm", version="0.21.0", kv_cache_memory_bytes="750M",
                     max_model_len=4096)  # fmt: skip
+
+
+def test_the_gdn_checkpoint_alignment_is_flashinfers_only():
+    """0.33.0's _resolve_gdn_prefill_backend picks FlashInfer only on CUDA
+    (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py), whose checkpoint alignment (64)
+    the block then takes: an H100 aligns Qwen3.5-4B's align-mode block to 64, an MI300X (Triton
+    or AITER FlyDSL) keeps the 16-token kernel block's raise, 528."""
+    kw = dict(kv_cache_memory_bytes="500M", max_model_len=5120, enable_prefix_caching=True)
+    h100, mi300x = (
+        engine_plan("qwen3.5-4b", g, "vllm", version="0.33.0", **kw) for g in ("h100-sxm", "mi300x")
+    )
+    assert h100.page_bytes == 576 * 4096 and mi300x.page_bytes == 528 * 4096
