@@ -110,7 +110,7 @@ def kv_layout(
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
     model dtype; `state_args`: vLLM's settings for it; `dsa`: vLLM's
-    latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset name or HardwareSpec
+    latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset name ((vendor, name) off NVIDIA)
     (vLLM's linear layers' prefix-cache layout depends on it from 0.33.0); `speculation`: vLLM's
     MTP layers and speculative tokens (calc.serving.vllm_spec; one pipeline rank)."""
     tp, pp = check_engine_parallel(spec, tp, pp)

@@ -201,7 +201,8 @@ def prepare(
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
-    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, hw, flags, sp)
+    gpu = hw.name if hw.vendor == "NVIDIA" else (hw.vendor, hw.name)  # a cheap cache key
+    lay = kv_layout(spec, kv_tp, pp, kd, *args, dsa, gpu, flags, sp)
     if block_line:  # the engine's line for the block / page its backend takes
         lay = replace(lay, block_line=block_line)
     if config.engine == "sglang" and config.kv_cache_dtype == NVFP4:  # its dequant workspace

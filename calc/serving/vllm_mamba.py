@@ -214,9 +214,9 @@ def vllm_state_pages(
 def _gdn_flashinfer(spec, gpu: str) -> bool:
     """_resolve_gdn_prefill_backend (0.33.0): FlashInfer on sm90, or sm10x / sm12x with 128-wide
     keys (CUDA runtime 13, the default wheel's); Triton otherwise. Off CUDA never (AMD: Triton or
-    AITER FlyDSL, Intel: SYCL; none aligns the checkpoints); `gpu`: a preset name or a
-    HardwareSpec."""
-    if getattr(gpu, "vendor", "NVIDIA") != "NVIDIA":
+    AITER FlyDSL, Intel: SYCL; none aligns the checkpoints); `gpu`: an NVIDIA preset name or a
+    (vendor, name) pair off NVIDIA."""
+    if isinstance(gpu, tuple):
         return False
     cc = cuda_capability(gpu) if gpu else None
     if cc is None:
