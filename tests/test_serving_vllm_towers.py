@@ -186,3 +186,23 @@ def test_a_logs_limits_are_read():
 
     line = "non-default args: {'limit_mm_per_prompt': {'image': 2, 'audio': 0}, 'max_num_seqs': 1}"
     assert parse_log(line)["limit_mm_per_prompt"] == {"image": 2, "audio": 0}
+
+
+def test_skip_mm_profiling_leaves_the_images_out_of_the_profile(capsys):
+    """--skip-mm-profiling (0.10.1 on): profile_run logs "Skipping memory profiling for
+    multimodal encoder and encoder cache." and encodes no dummy images; the tower is loaded."""
+    from calc.cli import main
+    from calc.serving.logs import parse_log
+
+    spec = calc.from_hf_config(json.loads(CONFIGS["gemma-3-4b"].read_text()))
+    kw = dict(version="0.19.0", max_model_len=8192, max_num_batched_tokens=8192)
+    full, skip = (
+        engine_plan(spec, "h100-sxm", "vllm", skip_mm_profiling=f, **kw) for f in (False, True)
+    )
+    assert full.activation_bytes - skip.activation_bytes == 32 * (3 * 896 * 896 + 256 * 2560) * 2
+    assert full.weights_bytes == skip.weights_bytes
+    with pytest.raises(ValueError, match="'skip_mm_profiling' is a vLLM flag from 0.10.1"):
+        engine_config("vllm", version="0.10.0", skip_mm_profiling=True)
+    assert parse_log("non-default args: {'skip_mm_profiling': True}")["skip_mm_profiling"]
+    argv = ["plan", "gemma-3-4b", "--gpu", "h100-sxm", "--engine", "sglang", "--skip-mm-profiling"]
+    assert main(argv) == 2 and "'--skip-mm-profiling' is a vLLM setting" in capsys.readouterr().err

@@ -85,8 +85,9 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
     if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
         settings.setdefault("speculative_method", logged["speculative_method"])
         settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
-    if engine == "vllm" and logged.get("language_model_only"):  # no vision tower
-        settings.setdefault("language_model_only", True)
+    for flag in ("language_model_only", "skip_mm_profiling"):  # the non-default args' flags
+        if engine == "vllm" and logged.get(flag):
+            settings.setdefault(flag, True)
     if engine == "vllm" and "limit_mm_per_prompt" in logged:
         settings.setdefault("limit_mm_per_prompt", logged["limit_mm_per_prompt"])
     if engine == "vllm" and "reserved_kv_gib" in logged:  # the flag's bytes, else its line's GiB

@@ -6,30 +6,12 @@ from __future__ import annotations
 import argparse
 
 from calc.cli.args import int_at_least
+from calc.serving.cli_engine_flags import refuse_sglang_flags, refuse_vllm_flags
 from calc.serving.cli_spec_args import add_speculative_args, fraction
 from calc.serving.sglang_cli import add_sglang_pool_args
 from calc.serving.sglang_spec import NUMBER_NAMES
 from calc.serving.vllm_spec import parse_speculative_config
 
-SGLANG_ALTERNATIVE = {
-    "--decode-context-parallel-size": "no flag of that kind that kvcalc models",
-    "--max-num-seqs": "--max-running-requests",
-    "--mamba-cache-dtype": "--mamba-ssm-dtype",
-    "--mamba-ssm-cache-dtype": "--mamba-ssm-dtype",
-    "--[no-]enable-prefix-caching": "--disable-radix-cache",
-    "--mamba-cache-mode": "--disable-radix-cache",
-    "--attention-backend": "no flag of that kind that kvcalc models",
-    "--kv-cache-memory-bytes": "no flag of that kind that kvcalc models",
-    "--language-model-only": "--enable-multimodal's default (off: Gemma 3 and Llama 4 as text)",
-    "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
-    "--speculative-eagle-topk, --speculative-num-draft-tokens",
-}
-VLLM_ALTERNATIVE = {
-    "--max-running-requests": "--max-num-seqs",
-    "--enable-multimodal": "no such flag (it plans a checkpoint's vision encoder as vLLM does)",
-    "--mm-feature-transport": "no flag of that kind that kvcalc models",
-    "--max-total-tokens": "--num-gpu-blocks-override (the blocks it allocates, not a cap)",
-}
 KVCALC_DEFAULTS = {"max_batched_tokens": 8192, "reserve_gib": None, "group_size": 128}
 
 
@@ -205,35 +187,7 @@ def engine_settings(args, spec) -> dict:
         "kv_cache_dtype": args.kv or "auto",
     }
     if args.engine == "vllm":
-        for flag, val, default in (
-            ("--mem-fraction-static", args.mem_fraction_static, None),
-            ("--page-size", args.page_size, None),
-            ("--max-running-requests", args.max_running_requests, None),
-            ("--enable-dp-attention", args.enable_dp_attention, False),
-            ("--enable-dp-lm-head", args.enable_dp_lm_head, False),
-            ("--moe-dense-tp-size", args.moe_dense_tp_size, None),
-            ("--disable-piecewise-cuda-graph", args.disable_piecewise_cuda_graph, None),
-            ("--max-total-tokens", args.max_total_tokens, None),
-            ("--max-mamba-cache-size", args.max_mamba_cache_size, None),
-            ("--mamba-full-memory-ratio", args.mamba_full_memory_ratio, None),
-            ("--disable-radix-cache", args.disable_radix_cache, None),
-            ("--mamba-ssm-dtype", args.mamba_ssm_dtype, None),
-            ("--speculative-algorithm", args.speculative_algorithm, None),
-            ("--enable-multimodal", args.enable_multimodal, None),
-            ("--mm-feature-transport", args.mm_feature_transport, None),
-            *(
-                ("--speculative-" + n.replace("_", "-"), getattr(args, f"speculative_{n}"), None)
-                for n in NUMBER_NAMES
-            ),
-        ):
-            if val != default:
-                if flag.startswith("--speculative"):
-                    raise ValueError(
-                        f"'{flag}' is an SGLang setting: vLLM takes --speculative-config"
-                    )
-                alt = VLLM_ALTERNATIVE.get(flag, "" if "dp" in flag else "--util / --block-size")
-                tail = f": vLLM takes {alt}" if alt else ""
-                raise ValueError(f"'{flag}' is an SGLang setting{tail}")
+        refuse_sglang_flags(args)
         s.update(
             decode_context_parallel_size=args.decode_context_parallel_size,
             gpu_memory_utilization=args.util,
@@ -252,33 +206,13 @@ def engine_settings(args, spec) -> dict:
             kv_cache_memory_bytes=args.kv_cache_memory_bytes,
             language_model_only=args.language_model_only or False,
             limit_mm_per_prompt=args.limit_mm_per_prompt,
+            skip_mm_profiling=args.skip_mm_profiling or False,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)
             s.update(speculative_method=method, num_speculative_tokens=tokens)
     else:
-        for flag, val, default in (
-            ("--util", args.util, None),
-            ("--block-size", args.block_size, None),
-            ("--max-num-batched-tokens", args.max_num_batched_tokens, None),
-            ("--max-num-seqs", args.max_num_seqs, None),
-            ("--decode-context-parallel-size", args.decode_context_parallel_size, 1),
-            ("--quantization", args.quantization, None),
-            ("--mamba-cache-dtype", args.mamba_cache_dtype, "auto"),
-            ("--mamba-ssm-cache-dtype", args.mamba_ssm_cache_dtype, "auto"),
-            ("--[no-]enable-prefix-caching", args.enable_prefix_caching, None),
-            ("--mamba-cache-mode", args.mamba_cache_mode, None),
-            ("--speculative-config", args.speculative_config, None),
-            ("--attention-backend", args.attention_backend, None),
-            ("--[no-]enable-extensible-kv-cache", args.enable_extensible_kv_cache, None),
-            ("--num-gpu-blocks-override", args.num_gpu_blocks_override, None),
-            ("--kv-cache-memory-bytes", args.kv_cache_memory_bytes, None),
-            ("--language-model-only", args.language_model_only, None),
-            ("--limit-mm-per-prompt", args.limit_mm_per_prompt, None),
-        ):
-            if val != default:
-                alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")
-                raise ValueError(f"'{flag}' is a vLLM setting: SGLang takes {alt}")
+        refuse_vllm_flags(args)
         s.update(
             mem_fraction_static=args.mem_fraction_static,
             page_size=args.page_size,

@@ -61,6 +61,12 @@ def add_speculative_args(g) -> None:
         help="vLLM 0.17+: a vision checkpoint's language model alone (no tower, no images)",
     )
     g.add_argument(
+        "--skip-mm-profiling",
+        action="store_true",
+        default=None,
+        help="vLLM 0.10.1+: no dummy images in the memory profile",
+    )
+    g.add_argument(
         "--limit-mm-per-prompt",
         default=None,
         metavar="JSON",

@@ -18,7 +18,11 @@ from calc.serving.vllm_kv_memory import check_kv_cache_memory_flag
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
-from calc.serving.vllm_towers import check_language_model_only, parse_limits
+from calc.serving.vllm_towers import (
+    check_language_model_only,
+    check_skip_mm_profiling,
+    parse_limits,
+)
 
 
 class VllmConfig(EngineConfig):
@@ -72,6 +76,8 @@ class VllmConfig(EngineConfig):
     # --limit-mm-per-prompt's counts, (modality, count) pairs (JSON text or a dict read as
     # vLLM does: calc.serving.vllm_towers.parse_limits); None: 999 each
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    # --skip-mm-profiling (0.10.1 on): no dummy images in the profile run (calc.serving.mm_profile)
+    skip_mm_profiling: bool = False
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod
@@ -94,6 +100,7 @@ class VllmConfig(EngineConfig):
         check_extensible_flag(self.version_tuple, self.enable_extensible_kv_cache)
         check_kv_cache_memory_flag(self.version_tuple, self.kv_cache_memory_bytes)
         check_language_model_only(self.version_tuple, self.language_model_only)
+        check_skip_mm_profiling(self.version_tuple, self.skip_mm_profiling)
         return self
 
     @property

@@ -13,7 +13,7 @@ warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
 its non-default args), language_model_only (True where the non-default args set it) and
-limit_mm_per_prompt (their counts by modality),
+limit_mm_per_prompt (their counts by modality), skip_mm_profiling,
 suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
 "Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
 speculative_method and
@@ -123,6 +123,7 @@ PATTERNS: dict[str, re.Pattern] = {
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     # and its 'language_model_only': True, 'limit_mm_per_prompt': {...} (calc.serving.vllm_towers)
     "language_model_only": re.compile(r"'language_model_only': (True)"),
+    "skip_mm_profiling": re.compile(r"'skip_mm_profiling': (True)"),
     "limit_mm_per_prompt": re.compile(r"'limit_mm_per_prompt': (\{[^{}]*\})"),
     "padding_layers": re.compile(rf"Add {_NUM} padding layers, may waste"),
     # vLLM's CacheConfig line for an fp8 cache (calc.serving.vllm_lines.fp8_cache_line)
@@ -200,7 +201,7 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
-        elif key == "language_model_only":  # a flag, not a figure
+        elif key in ("language_model_only", "skip_mm_profiling"):  # flags, not figures
             out[key] = True
         elif key == "limit_mm_per_prompt":  # counts by modality (a Python dict's repr)
             out[key] = ast.literal_eval(match.group(1))

@@ -101,6 +101,8 @@ def mm_profile_held_bytes(spec, config, act_bytes: int) -> int:
     (qwen3_5)."""
     if not takes_images(spec, config):  # limits all 0 (--language-model-only): none profiled
         return 0
+    if getattr(config, "skip_mm_profiling", False):  # "Skipping memory profiling for
+        return 0  # multimodal encoder and encoder cache." (gpu_model_runner.py profile_run)
     item = profile_item(spec.vision)
     if item is None:
         return 0

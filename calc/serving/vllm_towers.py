@@ -67,6 +67,18 @@ def check_language_model_only(version: tuple[int, ...], flag: bool) -> None:
         )
 
 
+SKIP_MM_PROFILING_FROM = (0, 10, 1)
+
+
+def check_skip_mm_profiling(version: tuple[int, ...], flag: bool) -> None:
+    """--skip-mm-profiling exists from 0.10.1 (engine/arg_utils.py; absent from 0.10.0)."""
+    if flag and tuple(version[:3]) < SKIP_MM_PROFILING_FROM:
+        raise ValueError(
+            "'skip_mm_profiling' is a vLLM flag from 0.10.1: got vLLM "
+            + ".".join(str(x) for x in version[:3])
+        )
+
+
 def parse_limits(value) -> tuple[tuple[str, int], ...] | None:
     """--limit-mm-per-prompt as kvcalc keeps it: sorted (modality, count) pairs, from JSON text,
     a dict or pairs; None for None."""
