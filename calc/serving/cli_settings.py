@@ -45,6 +45,13 @@ def add_engine_args(p) -> None:
     )
     g.add_argument("--max-num-batched-tokens", type=int_at_least(1), default=None, metavar="N")
     g.add_argument("--max-num-seqs", type=int_at_least(1), default=None, metavar="N")
+    g.add_argument(
+        "--cpu-offload-gb",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="vLLM: GiB of each GPU's decoder-layer weights kept in CPU memory",
+    )
     # vLLM: allocate N KV-cache blocks whatever the memory
     g.add_argument("--num-gpu-blocks-override", type=int_at_least(1), default=None, metavar="N")
     g.add_argument(
@@ -207,6 +214,7 @@ def engine_settings(args, spec) -> dict:
             language_model_only=args.language_model_only or False,
             limit_mm_per_prompt=args.limit_mm_per_prompt,
             skip_mm_profiling=args.skip_mm_profiling or False,
+            cpu_offload_gb=args.cpu_offload_gb or 0,
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)

@@ -78,6 +78,9 @@ class VllmConfig(EngineConfig):
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     # --skip-mm-profiling (0.10.1 on): no dummy images in the profile run (calc.serving.mm_profile)
     skip_mm_profiling: bool = False
+    # --cpu-offload-gb: GiB of each worker's decoder-layer parameters kept in CPU memory
+    # (calc.serving.vllm_offload)
+    cpu_offload_gb: float = Field(default=0, ge=0, le=10**6)
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod

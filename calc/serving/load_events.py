@@ -136,6 +136,7 @@ def vllm_load_events(
     scalars: int = 0,
     quant: QuantTensors | None = None,
     split=None,
+    offload: int = 0,
 ) -> list[int | Free]:
     """The requests (bytes) and frees vLLM makes building `layers` of one rank: `head` tensors
     (embedding, position table) first, `tail` (final norm, LM head) last, in bytes; the rotary
@@ -143,15 +144,19 @@ def vllm_load_events(
     `scalars` fp32 scalars per attention layer (attention_scalars); `quant` the quantized
     linears' tensors (LinearAlloc), whose after-loading steps follow the load, module by module
     (process_weights_after_loading walks model.named_modules(): construction order).
-    `split`: SGLang's other TP groups (calc.serving.shard_layers.Split), None for vLLM."""
+    `split`: SGLang's other TP groups (calc.serving.shard_layers.Split), None for vLLM;
+    `offload`: --cpu-offload-gb's bytes, each layer's parameters moved to the CPU as it is built
+    (offloaded_choice)."""
     events: list[int | Free] = list(head)
+    moved = 0  # bytes offloaded so far
     count = len(events)
     memo: dict = {}
     post: list[tuple[int, str, int]] = []  # (request index or -1, kind, bytes)
     rope_done = not rope_elements
 
-    def add(entries) -> None:
+    def add(entries) -> list[tuple[int, int]]:
         nonlocal count
+        made = []  # (request index, bytes) of the parameters made now
         for n, tag in entries:
             if tag == "kept":
                 post.append((-1, tag, n))
@@ -159,14 +164,16 @@ def vllm_load_events(
             if tag == "repack":
                 post.append((count, tag, n))
             events.append(n)
+            made.append((count, n))
             count += 1
+        return made
 
     for i in layers:
         k = spec.layer_kinds[i]
         if k not in memo:
             memo[k] = _layer_tensors(spec, i, tp, ep, dtype_bytes, quant, split)
         attn, rest = memo[k]
-        add(attn)
+        made = add(attn)
         if k[0] != "linear_attention":
             if not rope_done:
                 rope_done = True
@@ -175,7 +182,10 @@ def vllm_load_events(
                 )
             events += [4] * scalars
             count += scalars
-        add(rest)
+        made += add(rest)
+        if moved < offload:  # the offloader wraps each layer as make_layers builds it
+            chosen, moved = offloaded_choice([n for _, n in made], moved, offload)
+            events += [Free(made[j][0]) for j in chosen]
     if not rope_done:
         count = _rope(events, count, spec.max_position_embeddings, rope_elements, rope_bytes)
     events += list(tail)
@@ -188,6 +198,33 @@ def vllm_load_events(
             events += [n, n, Free(count), Free(index)]
             count += 2
     return events
+
+
+def offloaded_choice(sizes: Sequence[int], done: int, budget: int) -> tuple[list[int], int]:
+    """The parameters of one layer (bytes, in named_parameters order) vLLM's CPU offloader moves
+    and the bytes offloaded after them: each while the bytes already moved are under the budget
+    (so the last may cross it). UVAOffloader._maybe_offload_to_cpu (model_executor/offloader/
+    uva.py, 0.17.0 - 0.34.0; models/utils.py maybe_offload_to_cpu before, the same loop)."""
+    chosen = []
+    for j, n in enumerate(sizes):
+        if done >= budget:
+            break
+        chosen.append(j)
+        done += n
+    return chosen, done
+
+
+def offloaded_bytes(spec, tp: int, ep: int, layers: Sequence[int], dtype_bytes: int, budget: int):
+    """Bytes --cpu-offload-gb moves off one rank building `layers` ("Total CPU offloaded
+    parameters")."""
+    done = 0
+    for i in layers:
+        if done >= budget:
+            break
+        attn, rest = _layer_tensors(spec, i, tp, ep, dtype_bytes)
+        sizes = [n for n, tag in attn + rest if tag != "kept"]
+        done = offloaded_choice(sizes, done, budget)[1]
+    return done
 
 
 def _rope(events: list, count: int, positions: int, elements: int, table: int) -> int:

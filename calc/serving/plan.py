@@ -59,6 +59,7 @@ from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_nvfp4 import NVFP4, check_vllm_nvfp4
+from calc.serving.vllm_offload import check_vllm_offload
 from calc.serving.vllm_spec import (
     Speculation,
     speculation,
@@ -198,6 +199,8 @@ def prepare(
                     spec, v, wd, sp.draft_layers, sp.tokens, tokens, seqs, images
                 )
             weights = weights if draft is None else (weights[0] + draft,)
+        towers_built = spec.vision is not None and any(towers)
+        check_vllm_offload(spec, config, wd, towers_built, sp.draft_layers)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))

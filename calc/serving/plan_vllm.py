@@ -6,6 +6,7 @@ capture (calc.serving.vllm_suggestion)."""
 
 from __future__ import annotations
 
+from calc.dtypes import dtype_bits
 from calc.serving import figures as f
 from calc.serving.figures import GIB
 from calc.serving.overheads import overheads
@@ -14,6 +15,7 @@ from calc.serving.vllm_drafter import drafter_modelled
 from calc.serving.vllm_extensible import init_free_bytes
 from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
 from calc.serving.vllm_lines import vllm_report
+from calc.serving.vllm_offload import offload_line
 from calc.serving.vllm_spec import canonical_method, check_derivable
 from calc.serving.vllm_suggestion import plan_suggestion, with_suggestion
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
@@ -56,6 +58,12 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     given = given_gib is not None
     v2 = vllm_uses_v2_runner(spec, config)
     lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved, v2)
+    if config.cpu_offload_gb:  # the offloader's total, before the load line (vllm_offload)
+        start = sum(lay.rank_layers[:rank])
+        layers = range(start, start + lay.rank_layers[rank])
+        tp, ep, wb = config.tensor_parallel_size, config.expert_parallel_size, dtype_bits(wd) // 8
+        at = next((i for i, x in enumerate(lines) if "loading took" in x), len(lines))
+        lines[at:at] = offload_line(config, spec, tp, ep, layers, wb)
     if kv_set and refusal is None:
         refusal = oom_refusal(avail[0], max(weights), init_free)
         lines += [f"torch.OutOfMemoryError: {refusal}"] if refusal else []

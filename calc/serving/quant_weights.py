@@ -271,15 +271,18 @@ def plan_weights(
     vLLM's mxfp4 experts as its backend for `gpu` pads them (calc.serving.mxfp4). `split`:
     SGLang's other TP groups (calc.serving.sglang_parallel), None for vLLM."""
     from calc.serving.sharding import rank_weight_bytes
+    from calc.serving.vllm_offload import vllm_offload_bytes
 
     wd = canonical_dtype(weight_dtype or "bf16")
     engine = config.engine
     runtime = check_runtime_method(spec, getattr(config, "quantization", None))
     if spec.quantization is None and runtime is None:
         version = config.version_tuple  # allocator-counted (vLLM allocated, SGLang reserved)
+        offload = vllm_offload_bytes(config)  # --cpu-offload-gb (calc.serving.vllm_offload)
         return rank_weight_bytes(
-            spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version, split=split
-        ), wd
+            spec, tp, pp, wd, ep, part, engine=engine, vllm_version=version, split=split,
+            offload=offload,
+        ), wd  # fmt: skip
     if wd in QUANTIZED_DTYPES:
         raise ValueError(
             f"'weight_dtype' {wd} quantizes an unquantized checkpoint as a whole: drop it for "

@@ -183,13 +183,16 @@ def rank_weight_bytes(
     engine: str = "vllm",
     vllm_version: tuple[int, ...] | None = None,
     split: Split | None = None,
+    offload: int = 0,
 ) -> tuple[int, ...]:
     """Weight bytes the engine loads on each pipeline rank (every TP rank of a stage alike);
     each layer as calc.serving.shard_layers splits it. With `vllm_version` (engine "vllm", an
     unquantized weight_dtype): what vLLM's "Model loading took" counts, each tensor as torch's
     caching allocator rounds it (calc.serving.allocator); engine "sglang" with a version: the
     segments SGLang's "mem usage" sees. `split`: SGLang's other TP groups (DP attention:
-    calc.serving.sglang_parallel), None: every module over tp."""
+    calc.serving.sglang_parallel), None: every module over tp. `offload`: vLLM's
+    --cpu-offload-gb in bytes, each rank's first parameters moved to the CPU (calc.serving.
+    vllm_offload)."""
     tp, pp = check_engine_parallel(spec, tp, pp)
     q = (group_size, scale_bytes, zero_point_bits)
     h = spec.hidden_size
@@ -218,8 +221,9 @@ def rank_weight_bytes(
         ends = ((table, pos), (norm_b, lm_head))
         sglang = engine == "sglang"
         return _allocated(
-            spec, tp, ep, layout, wb, ends, rope, vllm_version, vision, sglang, split=split
-        )
+            spec, tp, ep, layout, wb, ends, rope, vllm_version, vision, sglang, split=split,
+            offload=0 if sglang else offload,
+        )  # fmt: skip
     # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
     heads_tp = attention_tp(tp, split)
     kv_b = mla_kv_b_copy_bytes(spec, heads_tp, dtype_bits(_act_dtype(weight_dtype)) // 8)
@@ -240,7 +244,19 @@ def rank_weight_bytes(
 
 
 def _allocated(
-    spec, tp, ep, layout, wb, ends, rope, version, vision, sglang=False, quant=None, split=None
+    spec,
+    tp,
+    ep,
+    layout,
+    wb,
+    ends,
+    rope,
+    version,
+    vision,
+    sglang=False,
+    quant=None,
+    split=None,
+    offload=0,
 ):
     """Each pipeline rank's tensors as the caching allocator counts them (the vision encoder
     as its plain bytes): vLLM's "Model loading took" reads the allocated bytes; SGLang's "Load
@@ -268,6 +284,7 @@ def _allocated(
             scalars=0 if sglang else attention_scalars(version),
             quant=quant,
             split=split,
+            offload=offload,
         )
         start += n_layers
         counted = caching_allocator(events, empty_cache=sglang)[1 if sglang else 0]
