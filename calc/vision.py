@@ -255,12 +255,18 @@ def vision_params(v: VisionSpec, text_hidden: int) -> int:
     return sum(x.numel for x in vision_tensors(v, text_hidden))
 
 
-def vision_rank_params(v: VisionSpec, text_hidden: int, tp: int) -> int:
+# vLLM's --mm-encoder-tp-mode data replicates the tower's parallel linears (disable_tp) but not
+# these (mllama4.py Llama4MultiModalProjector.linear_1: a ColumnParallelLinear in every release)
+DATA_MODE_SPLIT = frozenset({"multi_modal_projector.linear_1.weight"})
+
+
+def vision_rank_params(v: VisionSpec, text_hidden: int, tp: int, data: bool = False) -> int:
     """Values of the encoder on each of vLLM's tp ranks (its default mm_encoder_tp_mode
-    "weights"): split tensors 1 / tp each (vLLM's divide() asserts an exact split)."""
+    "weights"): split tensors 1 / tp each (vLLM's divide() asserts an exact split); `data`:
+    mm_encoder_tp_mode "data", every split tensor whole but DATA_MODE_SPLIT's."""
     total = 0
     for x in vision_tensors(v, text_hidden):
-        if x.split == "rep" or tp == 1:
+        if x.split == "rep" or tp == 1 or (data and x.name not in DATA_MODE_SPLIT):
             total += x.numel
             continue
         dim = x.rows if x.split == "out" else x.cols

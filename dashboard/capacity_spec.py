@@ -124,6 +124,17 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("elmo")
         if lmo == "on":
             out["language_model_only"] = True
+        mode = state.select(
+            row[2],
+            "eenc",
+            "mm_encoder_tp_mode",
+            ["weights", "data"],
+            help="vLLM 0.10.2+ --mm-encoder-tp-mode: data keeps the vision tower whole on every "
+            "TP rank (Llama 4, Kimi K2.5, Qwen3.5; Gemma 3 and Mistral 3 fall back to weights).",
+        )
+        keys.append("eenc")
+        if mode == "data":
+            out["mm_encoder_tp_mode"] = "data"
     else:
         with st.columns(4)[0]:
             cap = ui.optional_input(

@@ -33,3 +33,15 @@ def test_language_model_only_leaves_the_tower_out_of_the_weights():
 def test_language_model_only_before_0_17_is_one_error():
     at = open_page("capacity", **BASE, engine="vllm", ever="0.16.0", egiven="20", elmo="on")
     assert "'language_model_only' is a vLLM flag from 0.17.0" in errors(at)
+
+
+def test_encoder_data_mode_is_the_plans():
+    base = {**BASE, "model": "qwen3.5-27b", "gpu": "h200", "gpus": "4", "tp": "4"}
+    at = open_page("capacity", **base, engine="vllm", ever="0.34.0", egiven="20", elen="8192",
+                   eenc="data")  # fmt: skip
+    assert errors(at) == ""
+    kw = dict(version="0.34.0", available_kv_gib=20, max_model_len=8192, tensor_parallel_size=4)
+    p = engine_plan("qwen3.5-27b", "h200", "vllm", mm_encoder_tp_mode="data", **kw)
+    assert chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"] == (
+        p.weights_bytes
+    )

@@ -88,8 +88,9 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
     for flag in ("language_model_only", "skip_mm_profiling"):  # the non-default args' flags
         if engine == "vllm" and logged.get(flag):
             settings.setdefault(flag, True)
-    if engine == "vllm" and "cpu_offload_gb" in logged:
-        settings.setdefault("cpu_offload_gb", logged["cpu_offload_gb"])
+    for key in ("cpu_offload_gb", "mm_encoder_tp_mode"):  # the non-default args' settings
+        if engine == "vllm" and key in logged:
+            settings.setdefault(key, logged[key])
     if engine == "vllm" and "limit_mm_per_prompt" in logged:
         settings.setdefault("limit_mm_per_prompt", logged["limit_mm_per_prompt"])
     if engine == "vllm" and "reserved_kv_gib" in logged:  # the flag's bytes, else its line's GiB

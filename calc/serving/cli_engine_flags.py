@@ -80,6 +80,7 @@ def refuse_vllm_flags(args) -> None:
         ("--limit-mm-per-prompt", args.limit_mm_per_prompt, None),
         ("--skip-mm-profiling", args.skip_mm_profiling, None),
         ("--cpu-offload-gb", args.cpu_offload_gb, None),
+        ("--mm-encoder-tp-mode", args.mm_encoder_tp_mode, None),
     ):
         if val != default:
             alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

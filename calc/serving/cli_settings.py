@@ -215,6 +215,7 @@ def engine_settings(args, spec) -> dict:
             limit_mm_per_prompt=args.limit_mm_per_prompt,
             skip_mm_profiling=args.skip_mm_profiling or False,
             cpu_offload_gb=args.cpu_offload_gb or 0,
+            mm_encoder_tp_mode=args.mm_encoder_tp_mode or "weights",
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)

@@ -61,6 +61,12 @@ def add_speculative_args(g) -> None:
         help="vLLM 0.17+: a vision checkpoint's language model alone (no tower, no images)",
     )
     g.add_argument(
+        "--mm-encoder-tp-mode",
+        choices=("weights", "data"),
+        default=None,
+        help="vLLM 0.10.2+: data keeps the vision tower whole on every TP rank",
+    )
+    g.add_argument(
         "--skip-mm-profiling",
         action="store_true",
         default=None,

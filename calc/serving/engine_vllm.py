@@ -19,6 +19,7 @@ from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
 from calc.serving.vllm_towers import (
+    check_encoder_tp_mode,
     check_language_model_only,
     check_skip_mm_profiling,
     parse_limits,
@@ -81,6 +82,9 @@ class VllmConfig(EngineConfig):
     # --cpu-offload-gb: GiB of each worker's decoder-layer parameters kept in CPU memory
     # (calc.serving.vllm_offload)
     cpu_offload_gb: float = Field(default=0, ge=0, le=10**6)
+    # --mm-encoder-tp-mode (0.10.2 on): "data" keeps the vision tower whole on every TP rank
+    # (calc.serving.vllm_towers.encoder_data_parallel)
+    mm_encoder_tp_mode: Literal["weights", "data"] = "weights"
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod
@@ -104,6 +108,7 @@ class VllmConfig(EngineConfig):
         check_kv_cache_memory_flag(self.version_tuple, self.kv_cache_memory_bytes)
         check_language_model_only(self.version_tuple, self.language_model_only)
         check_skip_mm_profiling(self.version_tuple, self.skip_mm_profiling)
+        check_encoder_tp_mode(self.version_tuple, self.mm_encoder_tp_mode)
         return self
 
     @property

@@ -13,7 +13,8 @@ warmup_kv_blocks and warmup_kv_gib (vLLM 0.34.0's "Memory after warmup"
 line: its blocks are the KV cache's when one worker or every worker prints the same),
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
 its non-default args), language_model_only (True where the non-default args set it) and
-limit_mm_per_prompt (their counts by modality), skip_mm_profiling, cpu_offload_gb and
+limit_mm_per_prompt (their counts by modality), skip_mm_profiling, mm_encoder_tp_mode,
+cpu_offload_gb and
 cpu_offloaded_gib (the offloader's "Total CPU offloaded parameters: X GiB"),
 suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
 "Free memory on device (F/T GiB)" also gives init_free_gib and total_gpu_memory_gib),
@@ -123,6 +124,7 @@ PATTERNS: dict[str, re.Pattern] = {
     # the API server's "non-default args: {..., 'kv_cache_memory_bytes': N, ...}" (the bytes)
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     "cpu_offload_gb": re.compile(rf"'cpu_offload_gb': {_NUM}"),
+    "mm_encoder_tp_mode": re.compile(r"'mm_encoder_tp_mode': '(data|weights)'"),
     "cpu_offloaded_gib": re.compile(rf"Total CPU offloaded parameters: {_NUM} GiB"),
     # and its 'language_model_only': True, 'limit_mm_per_prompt': {...} (calc.serving.vllm_towers)
     "language_model_only": re.compile(r"'language_model_only': (True)"),
@@ -206,6 +208,8 @@ def parse_log(text: str) -> dict:
             out["context_len"] = _num(match.group(2), key)
         elif key in ("language_model_only", "skip_mm_profiling"):  # flags, not figures
             out[key] = True
+        elif key == "mm_encoder_tp_mode":  # a name
+            out[key] = match.group(1)
         elif key == "limit_mm_per_prompt":  # counts by modality (a Python dict's repr)
             out[key] = ast.literal_eval(match.group(1))
         elif key == "kv_cache_dtype":  # a name, not a figure

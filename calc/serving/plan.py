@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from calc.activation import activation_dtype
+from calc.dtypes import dtype_bits
 from calc.presets import resolve_model
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
@@ -64,7 +65,7 @@ from calc.serving.vllm_spec import (
     Speculation,
     speculation,
 )
-from calc.serving.vllm_towers import takes_images, tower_stages
+from calc.serving.vllm_towers import data_mode_extra_bytes, takes_images, tower_stages
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import (
     check_xpu,
@@ -159,6 +160,9 @@ def prepare(
         text = spec.model_copy(update={"vision": None})
         bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]
         weights = tuple(w if t else b for w, b, t in zip(weights, bare, towers, strict=True))
+    if config.engine == "vllm" and any(towers):  # --mm-encoder-tp-mode data (vllm_towers)
+        extra = data_mode_extra_bytes(spec, config, dtype_bits(activation_dtype(wd)) // 8)
+        weights = tuple(w + extra * t for w, t in zip(weights, towers, strict=True))
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))

@@ -18,6 +18,7 @@ from calc.serving.vllm_lines import vllm_report
 from calc.serving.vllm_offload import offload_line
 from calc.serving.vllm_spec import canonical_method, check_derivable
 from calc.serving.vllm_suggestion import plan_suggestion, with_suggestion
+from calc.serving.vllm_towers import DATA_FALLBACK_LINE, encoder_data_parallel
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import check_xpu_derivable
 
@@ -58,6 +59,12 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     given = given_gib is not None
     v2 = vllm_uses_v2_runner(spec, config)
     lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved, v2)
+    if (
+        config.mm_encoder_tp_mode == "data"
+        and spec.vision
+        and not encoder_data_parallel(spec, config)
+    ):  # ModelConfig's fallback, before the model is built
+        lines.insert(0, DATA_FALLBACK_LINE)
     if config.cpu_offload_gb:  # the offloader's total, before the load line (vllm_offload)
         start = sum(lay.rank_layers[:rank])
         layers = range(start, start + lay.rank_layers[rank])

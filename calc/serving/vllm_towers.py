@@ -20,6 +20,12 @@ vllm/multimodal/registry.py, vllm/engine/arg_utils.py, the V1 and V2 model runne
   it on the stages after the first under Model Runner V2 (`vllm_config.use_v2_model_runner and
   not get_pp_group().is_first_rank`; V2 is the default: calc.serving.vllm_v2), 0.34.0 always
   (`or not get_pp_group().is_first_rank`: "encoders run on the first stage only").
+- `--mm-encoder-tp-mode data` (0.10.2 on; read in the 0.10.2 - 0.34.0 sdists: config/model.py,
+  mllama4.py, qwen3_vl.py, kimi_k25.py / kimi_k25_vit.py): the tower's parallel linears take
+  disable_tp, whole on every TP rank, for the models that declare supports_encoder_tp_data:
+  Llama 4 (its multi_modal_projector.linear_1 stays split), Kimi K2.5 (its projector is
+  replicated in both modes), Qwen3.5 (Qwen3-VL's `visual`, mergers included). Gemma 3 and
+  Mistral 3 fall back to "weights" with vLLM's warning.
 - `--limit-mm-per-prompt` (kvcalc's limit_mm_per_prompt: modality, count pairs; a modality not
   named keeps 999): with every modality the model takes at 0 (Gemma 3, Mistral 3, Llama 4:
   image; Qwen3.5: image and video; Kimi K2.5: its one vision_chunk, so {"image": 0} leaves its
@@ -68,6 +74,40 @@ def check_language_model_only(version: tuple[int, ...], flag: bool) -> None:
 
 
 SKIP_MM_PROFILING_FROM = (0, 10, 1)
+ENCODER_TP_MODE_FROM = (0, 10, 2)  # --mm-encoder-tp-mode (engine/arg_utils.py)
+DATA_MODE_FROM = {"llama4": (0, 10, 2), "moonvit": (0, 15, 0), "qwen3_5": (0, 17, 0)}
+DATA_FALLBACK_LINE = (
+    "This model does not support `--mm-encoder-tp-mode data`. Falling back to "
+    "`--mm-encoder-tp-mode weights`."
+)
+
+
+def check_encoder_tp_mode(version: tuple[int, ...], mode: str) -> None:
+    if mode != "weights" and tuple(version[:3]) < ENCODER_TP_MODE_FROM:
+        raise ValueError(
+            "'mm_encoder_tp_mode' is a vLLM flag from 0.10.2: got vLLM "
+            + ".".join(str(x) for x in version[:3])
+        )
+
+
+def encoder_data_parallel(spec, config) -> bool:
+    """Whether --mm-encoder-tp-mode data holds: the model declares supports_encoder_tp_data
+    (Llama 4, Kimi K2.5, Qwen3.5 through Qwen3-VL); Gemma 3 and Mistral 3 never do, and fall
+    back to "weights" with DATA_FALLBACK_LINE (config/model.py, 0.10.2 - 0.34.0)."""
+    if spec.vision is None or getattr(config, "mm_encoder_tp_mode", "weights") != "data":
+        return False
+    since = DATA_MODE_FROM.get(spec.vision.kind)
+    return since is not None and config.version_tuple[:3] >= since
+
+
+def data_mode_extra_bytes(spec, config, dtype_bytes: int) -> int:
+    """What data mode adds to each tower-building rank: the split linears whole (calc.vision)."""
+    from calc.vision import vision_rank_params
+
+    if not encoder_data_parallel(spec, config):
+        return 0
+    v, h, tp = spec.vision, spec.hidden_size, config.tensor_parallel_size
+    return (vision_rank_params(v, h, tp, data=True) - vision_rank_params(v, h, tp)) * dtype_bytes
 
 
 def check_skip_mm_profiling(version: tuple[int, ...], flag: bool) -> None:

@@ -1,0 +1,81 @@
+"""vLLM's --mm-encoder-tp-mode data (calc.serving.vllm_towers, calc.vision): the vision tower's
+parallel linears take disable_tp and are whole on every TP rank (0.10.2 - 0.34.0 sdists:
+mllama4.py, qwen3_vl.py via qwen3_5.py, kimi_k25.py; config/model.py's fallback for models
+without supports_encoder_tp_data).
+
+Expected values: the tower + projector's numel of transformers' model on the meta device
+(tests/test_vision.py's count) x 2 B; the tower leaves the weights with --language-model-only,
+so data mode's weights less those are the tower as each rank then holds it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_vision import _meta_vision_numel
+
+import calc
+from calc.serving.engine import engine_config
+from calc.serving.plan import engine_plan, prepare
+
+FIX = Path(__file__).parent / "fixtures"
+QWEN = FIX / "checkpoints" / "hub-configs" / "qwen3.5-27b.json"
+LLAMA4 = FIX / "hf" / "modern" / "llama-4-scout.json"
+GEMMA = FIX / "hf" / "modern" / "gemma-3-4b.json"
+
+
+def _rank0(spec, version="0.34.0", **kw) -> int:
+    return prepare(spec, "h200", "vllm", version=version, max_model_len=8192, **kw)[4][0]
+
+
+def test_qwen3_5_data_mode_holds_the_whole_tower_on_each_rank():
+    cfg = json.loads(QWEN.read_text())
+    spec = calc.from_hf_config(cfg)
+    for tp in (2, 4):
+        data = _rank0(spec, tensor_parallel_size=tp, mm_encoder_tp_mode="data")
+        text = _rank0(spec, tensor_parallel_size=tp, language_model_only=True)
+        assert data - text == 2 * _meta_vision_numel(cfg)
+        assert data > _rank0(spec, tensor_parallel_size=tp)  # weights mode splits the tower
+
+
+def test_llama4_keeps_its_projector_split():
+    """Llama4MultiModalProjector.linear_1 (vision_output_dim 4,096 -> hidden 5,120) is a
+    ColumnParallelLinear without disable_tp: at TP 4 each rank holds a quarter of it."""
+    cfg = json.loads(LLAMA4.read_text())
+    spec = calc.from_hf_config(cfg)
+    kw = dict(version="0.20.0", tensor_parallel_size=4)
+    data = _rank0(spec, mm_encoder_tp_mode="data", **kw)
+    text = _rank0(spec, language_model_only=True, **kw)
+    projector = 4096 * 5120
+    assert data - text == 2 * (_meta_vision_numel(cfg) - projector + projector // 4)
+
+
+def test_gemma3_falls_back_to_weights_with_vllms_warning():
+    spec = calc.from_hf_config(json.loads(GEMMA.read_text()))
+    kw = dict(version="0.34.0", tensor_parallel_size=2, max_model_len=8192)
+    data = engine_plan(spec, "h200", "vllm", mm_encoder_tp_mode="data", **kw)
+    assert data.weights_bytes == engine_plan(spec, "h200", "vllm", **kw).weights_bytes
+    assert data.log_lines[0] == (
+        "This model does not support `--mm-encoder-tp-mode data`. Falling back to "
+        "`--mm-encoder-tp-mode weights`."
+    )
+
+
+def test_the_flag_by_release_the_cli_and_the_log(capsys):
+    from calc.cli import main
+    from calc.serving.logs import parse_log
+
+    with pytest.raises(ValueError, match="'mm_encoder_tp_mode' is a vLLM flag from 0.10.2"):
+        engine_config("vllm", version="0.10.1", mm_encoder_tp_mode="data")
+    with pytest.raises(ValueError, match="mm_encoder_tp_mode"):
+        engine_config("vllm", version="0.34.0", mm_encoder_tp_mode="tensor")
+    argv = ["plan", "qwen3.5-27b", "--gpu", "h200", "--tp", "4", "--gpus", "4", "--engine"]
+    assert main([*argv, "vllm", "--mm-encoder-tp-mode", "data", "--seq", "8192"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "sglang", "--mm-encoder-tp-mode", "data"]) == 2
+    assert "'--mm-encoder-tp-mode' is a vLLM setting" in capsys.readouterr().err
+    assert parse_log("non-default args: {'mm_encoder_tp_mode': 'data'}")["mm_encoder_tp_mode"] == (
+        "data"
+    )
