@@ -79,3 +79,13 @@ def test_the_flag_by_release_the_cli_and_the_log(capsys):
     assert parse_log("non-default args: {'mm_encoder_tp_mode': 'data'}")["mm_encoder_tp_mode"] == (
         "data"
     )
+
+
+def test_siglip_positions_split_over_tp_up_to_0_13():
+    """Gemma 3's SigLIP position_embedding: a VocabParallelEmbedding up to 0.13.0 (siglip.py),
+    an nn.Embedding from 0.14.0: (896 // 14)^2 = 4,096 rows of 1,152 (a multiple of 64, so no
+    padding), at TP 2 2,048 a rank; TP 1 holds them all in both."""
+    spec = calc.from_hf_config(json.loads(GEMMA.read_text()))
+    tp2 = dict(tensor_parallel_size=2)
+    assert _rank0(spec, "0.14.0", **tp2) - _rank0(spec, "0.13.0", **tp2) == 2048 * 1152 * 2
+    assert _rank0(spec, "0.14.0") == _rank0(spec, "0.13.0")

@@ -65,7 +65,12 @@ from calc.serving.vllm_spec import (
     Speculation,
     speculation,
 )
-from calc.serving.vllm_towers import data_mode_extra_bytes, takes_images, tower_stages
+from calc.serving.vllm_towers import (
+    data_mode_extra_bytes,
+    siglip_position_saving_bytes,
+    takes_images,
+    tower_stages,
+)
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import (
     check_xpu,
@@ -160,8 +165,11 @@ def prepare(
         text = spec.model_copy(update={"vision": None})
         bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]
         weights = tuple(w if t else b for w, b, t in zip(weights, bare, towers, strict=True))
-    if config.engine == "vllm" and any(towers):  # --mm-encoder-tp-mode data (vllm_towers)
-        extra = data_mode_extra_bytes(spec, config, dtype_bits(activation_dtype(wd)) // 8)
+    if config.engine == "vllm" and any(towers):  # the tower's split by release and mode
+        b = dtype_bits(activation_dtype(wd)) // 8  # (vllm_towers)
+        extra = data_mode_extra_bytes(spec, config, b) - siglip_position_saving_bytes(
+            spec, config, b
+        )
         weights = tuple(w + extra * t for w, t in zip(weights, towers, strict=True))
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:

@@ -100,6 +100,25 @@ def encoder_data_parallel(spec, config) -> bool:
     return since is not None and config.version_tuple[:3] >= since
 
 
+SIGLIP_POSITION_REPLICATED_FROM = (0, 14, 0)  # nn.Embedding; VocabParallelEmbedding before
+
+
+def siglip_position_saving_bytes(spec, config, dtype_bytes: int) -> int:
+    """Up to 0.13.0 SigLIP's position_embedding is a VocabParallelEmbedding (siglip.py; an
+    nn.Embedding from 0.14.0): its rows, padded to 64, split over TP, so each rank holds
+    cdiv(rows, tp) of them (calc.vision counts the whole table)."""
+    from calc.serving.sharding import padded_vocab
+
+    v, tp = spec.vision, config.tensor_parallel_size
+    if v is None or v.kind != "siglip" or tp == 1:
+        return 0
+    if config.version_tuple[:3] >= SIGLIP_POSITION_REPLICATED_FROM:
+        return 0
+    rows = (v.image_size // v.patch_size) ** 2
+    kept = -(-padded_vocab(rows) // tp)
+    return (rows - kept) * v.hidden_size * dtype_bytes
+
+
 def data_mode_extra_bytes(spec, config, dtype_bytes: int) -> int:
     """What data mode adds to each tower-building rank: the split linears whole (calc.vision)."""
     from calc.vision import vision_rank_params
