@@ -16,10 +16,10 @@ weight dtypes); what the engines add:
   for float32 (gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32), vllm-project/vllm@
   0025d69bcf08bb1b135103167f0bbc82b9af6e69): 131072 x 64 x 4 B; one table, get_rope caches it.
 - a multimodal checkpoint's vision tower and projector (spec.vision): vLLM builds them on every
-  rank (no pipeline check in gemma3_mm.py / mistral3.py / mllama4.py / qwen3_5.py; only
-  `--limit-mm-per-prompt` 0 for every modality skips them, interfaces.py _mark_tower_model, not
-  modelled), split as calc/vision.py lists (mm_encoder_tp_mode "weights", the default), in the
-  model dtype. SGLang builds them too (gemma3_mm.py SiglipVisionModel); its split is taken as
+  rank, split as calc/vision.py lists (mm_encoder_tp_mode "weights", the default), in the model
+  dtype; calc.serving.vllm_towers takes them off the ranks that skip them (--language-model-only,
+  --limit-mm-per-prompt 0, pipeline stages after the first from 0.33) and applies
+  --mm-encoder-tp-mode data and SigLIP's split positions up to 0.13. SGLang builds them too (gemma3_mm.py SiglipVisionModel); its split is taken as
   vLLM's: exact at tp 1, not checked against an SGLang log at tp > 1.
 Expert parallelism: with enable_expert_parallel vLLM splits the experts ep = tp x dp ways
 whole (each rank holds E / ep experts, unsplit) instead of each expert tp-ways; SGLang over
