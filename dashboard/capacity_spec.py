@@ -135,6 +135,21 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("eenc")
         if mode == "data":
             out["mm_encoder_tp_mode"] = "data"
+        with row[3]:
+            off = ui.optional_input(
+                "eoff",
+                "cpu_offload_gb",
+                0.01,
+                MAX_GIVEN_GIB,
+                whole=False,
+                blank="none",
+                field="cpu_offload_gb",
+                help="vLLM --cpu-offload-gb: GiB of each GPU's decoder-layer weights kept in CPU "
+                "memory (read through UVA); they leave the weights, and the KV cache gains them.",
+            )
+        keys.append("eoff")
+        if off is not None:
+            out["cpu_offload_gb"] = off
     else:
         with st.columns(4)[0]:
             cap = ui.optional_input(

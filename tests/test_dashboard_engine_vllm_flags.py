@@ -1,6 +1,7 @@
-"""The Capacity page's Engine section for a vision checkpoint: vLLM's --language-model-only
-(calc.serving.vllm_towers). The reference is calc.serving's engine_plan with the same settings;
-the tower's bytes are transformers' meta-device numel (tests/test_serving_vllm_towers.py)."""
+"""The Capacity page's Engine section, vLLM's weight flags: --language-model-only and
+--mm-encoder-tp-mode (calc.serving.vllm_towers), --cpu-offload-gb (calc.serving.vllm_offload).
+The reference is calc.serving's engine_plan with the same settings; the tower's bytes are
+transformers' meta-device numel (tests/test_serving_vllm_towers.py)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,14 @@ def test_encoder_data_mode_is_the_plans():
     assert chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"] == (
         p.weights_bytes
     )
+
+
+def test_cpu_offload_is_the_plans():
+    base = {**BASE, "model": "llama-3.1-8b", "gpu": "rtx-4090"}
+    at = open_page("capacity", **base, engine="vllm", ever="0.19.0", elen="8192", eoff="4")
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "rtx-4090", "vllm", version="0.19.0", max_model_len=8192,
+                    cpu_offload_gb=4)  # fmt: skip
+    stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
+    assert stack["weights"] == p.weights_bytes
+    assert "Total CPU offloaded parameters: 4.06 GiB" in at.code[0].value
