@@ -50,9 +50,9 @@ def test_encoder_data_mode_is_the_plans():
 
 def test_cpu_offload_is_the_plans():
     base = {**BASE, "model": "llama-3.1-8b", "gpu": "rtx-4090"}
-    at = open_page("capacity", **base, engine="vllm", ever="0.19.0", elen="8192", eoff="4")
+    at = open_page("capacity", **base, engine="vllm", ever="0.20.0", elen="8192", eoff="4")
     assert errors(at) == ""
-    p = engine_plan("llama-3.1-8b", "rtx-4090", "vllm", version="0.19.0", max_model_len=8192,
+    p = engine_plan("llama-3.1-8b", "rtx-4090", "vllm", version="0.20.0", max_model_len=8192,
                     cpu_offload_gb=4)  # fmt: skip
     stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
     assert stack["weights"] == p.weights_bytes
