@@ -151,7 +151,8 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         if off is not None:
             out["cpu_offload_gb"] = off
     else:
-        with st.columns(4)[0]:
+        row = st.columns(4)
+        with row[0]:
             cap = ui.optional_input(
                 "emtt",
                 "max_total_tokens",
@@ -167,6 +168,21 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("emtt")
         if cap is not None:
             out["max_total_tokens"] = cap
+        with row[1]:
+            off = ui.optional_input(
+                "esoff",
+                "cpu_offload_gb",
+                1,
+                4096,
+                whole=True,
+                blank="none",
+                field="cpu_offload_gb",
+                help="SGLang --cpu-offload-gb (whole GiB): each GPU's first decoder-layer weights "
+                "kept in CPU memory; they leave the weights, and the pool gains them.",
+            )
+        keys.append("esoff")
+        if off is not None:
+            out["cpu_offload_gb"] = off
     return keys, out, given
 
 

@@ -57,3 +57,11 @@ def test_cpu_offload_is_the_plans():
     stack = chart_data(at, "engine_memory").set_index("category")["bytes"]
     assert stack["weights"] == p.weights_bytes
     assert "Total CPU offloaded parameters: 4.06 GiB" in at.code[0].value
+
+
+def test_sglang_cpu_offload_is_the_plans():
+    base = {**BASE, "model": "llama-3.1-8b", "gpu": "rtx-4090"}
+    at = open_page("capacity", **base, engine="sglang", ever="0.5.23", esoff="4")
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "rtx-4090", "sglang", version="0.5.23", cpu_offload_gb=4)
+    assert {m.label: m.value for m in at.metric}["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"

@@ -14,7 +14,6 @@ SGLANG_ALTERNATIVE = {
     "--mamba-cache-mode": "--disable-radix-cache",
     "--attention-backend": "no flag of that kind that kvcalc models",
     "--kv-cache-memory-bytes": "no flag of that kind that kvcalc models",
-    "--cpu-offload-gb": "its own --cpu-offload-gb, which kvcalc does not model",
     "--language-model-only": "--enable-multimodal's default (off: Gemma 3 and Llama 4 as text)",
     "--speculative-config": "--speculative-algorithm and its --speculative-num-steps, "
     "--speculative-eagle-topk, --speculative-num-draft-tokens",
@@ -79,7 +78,6 @@ def refuse_vllm_flags(args) -> None:
         ("--language-model-only", args.language_model_only, None),
         ("--limit-mm-per-prompt", args.limit_mm_per_prompt, None),
         ("--skip-mm-profiling", args.skip_mm_profiling, None),
-        ("--cpu-offload-gb", args.cpu_offload_gb, None),
         ("--mm-encoder-tp-mode", args.mm_encoder_tp_mode, None),
     ):
         if val != default:

@@ -50,7 +50,7 @@ def add_engine_args(p) -> None:
         type=float,
         default=None,
         metavar="GIB",
-        help="vLLM: GiB of each GPU's decoder-layer weights kept in CPU memory",
+        help="GiB of each GPU's decoder-layer weights kept in CPU memory (SGLang: whole GiB)",
     )
     # vLLM: allocate N KV-cache blocks whatever the memory
     g.add_argument("--num-gpu-blocks-override", type=int_at_least(1), default=None, metavar="N")
@@ -237,6 +237,7 @@ def engine_settings(args, spec) -> dict:
             mamba_ssm_dtype=args.mamba_ssm_dtype,
             enable_multimodal=args.enable_multimodal,
             mm_feature_transport=args.mm_feature_transport,
+            cpu_offload_gb=args.cpu_offload_gb or 0,
             speculative_algorithm=args.speculative_algorithm,
             **{f"speculative_{n}": getattr(args, f"speculative_{n}") for n in NUMBER_NAMES},
         )

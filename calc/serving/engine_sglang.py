@@ -151,6 +151,9 @@ class SglangConfig(EngineConfig, SglangMambaArgs):  # + the mamba pool's (sglang
     enable_multimodal: bool | None = None
     # --mm-feature-transport (0.5.16 on; checked with the GPU in plan.prepare: sglang_budget)
     mm_feature_transport: str | None = None
+    # --cpu-offload-gb (an int in SGLang's argparse): GiB of each rank's decoder-layer weights
+    # kept in CPU memory (calc.serving.vllm_offload, the same offloader loop)
+    cpu_offload_gb: int = Field(default=0, ge=0, le=10**6)
 
     @model_validator(mode="after")
     def _check(self) -> SglangConfig:

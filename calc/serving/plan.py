@@ -60,7 +60,7 @@ from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_nvfp4 import NVFP4, check_vllm_nvfp4
-from calc.serving.vllm_offload import check_vllm_offload
+from calc.serving.vllm_offload import check_sglang_offload, check_vllm_offload
 from calc.serving.vllm_spec import (
     Speculation,
     speculation,
@@ -161,6 +161,8 @@ def prepare(
     weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
     if config.engine == "vllm":  # the XPU backends kvcalc does not model (vllm_xpu)
         check_xpu(spec, hw.vendor, config.attention_backend, activation_dtype(wd))
+    else:  # --cpu-offload-gb (vllm_offload)
+        check_sglang_offload(spec, config, wd)
     if not all(towers) and any(towers):  # the first stage only: the others' without it
         text = spec.model_copy(update={"vision": None})
         bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]

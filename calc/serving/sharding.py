@@ -222,7 +222,7 @@ def rank_weight_bytes(
         sglang = engine == "sglang"
         return _allocated(
             spec, tp, ep, layout, wb, ends, rope, vllm_version, vision, sglang, split=split,
-            offload=0 if sglang else offload,
+            offload=offload,
         )  # fmt: skip
     # a quantized kv_b_proj ("attn/kv" in QUANTIZABLE) leaves a dequantized copy per MLA layer
     heads_tp = attention_tp(tp, split)
