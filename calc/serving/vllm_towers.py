@@ -1,5 +1,6 @@
-"""Where vLLM builds a multimodal checkpoint's vision tower: --language-model-only and the pipeline
-stages after the first.
+"""Where and how vLLM builds a multimodal checkpoint's vision tower: --language-model-only,
+--limit-mm-per-prompt, --skip-mm-profiling, --mm-encoder-tp-mode, the pipeline stages after the
+first, and SigLIP's split position table up to 0.13.
 
 Read in the PyPI sdists 0.10.0 - 0.34.0 (0.15.x from their wheels): vllm/model_executor/models/
 interfaces.py _mark_tower_model, utils.py no_init_weights / StageMissingLayer, gemma3_mm.py,
@@ -35,6 +36,8 @@ vllm/multimodal/registry.py, vllm/engine/arg_utils.py, the V1 and V2 model runne
   (_mark_tower_model; built before), Kimi K2.5 from 0.16.0, Qwen3.5 from its first, 0.17.0. A
   non-zero image limit bounds the dummy images a prompt holds (calc.serving.mm_profile).
   Counts only: the per-modality options form ({"image": {"count": 1, "width": ...}}) is refused.
+- `--skip-mm-profiling` (0.10.1 on): profile_run logs "Skipping memory profiling for multimodal
+  encoder and encoder cache." and encodes no dummy images; the tower is built.
 """
 
 from __future__ import annotations
