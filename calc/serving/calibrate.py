@@ -85,10 +85,10 @@ def calibrate(text: str, model, gpu, weight_dtype: str | None = None, **settings
     if engine == "vllm" and "speculative_method" in logged:  # refused by the derived plan
         settings.setdefault("speculative_method", logged["speculative_method"])
         settings.setdefault("num_speculative_tokens", logged["num_speculative_tokens"])
-    for flag in ("language_model_only", "skip_mm_profiling"):  # the non-default args' flags
+    for flag in ("language_model_only", "skip_mm_profiling", "enable_lora"):  # non-default args
         if engine == "vllm" and logged.get(flag):
             settings.setdefault(flag, True)
-    for key in ("cpu_offload_gb", "mm_encoder_tp_mode"):  # the non-default args' settings
+    for key in ("cpu_offload_gb", "mm_encoder_tp_mode", "max_loras", "max_lora_rank"):
         if engine == "vllm" and key in logged:
             settings.setdefault(key, logged[key])
     if engine == "vllm" and "limit_mm_per_prompt" in logged:

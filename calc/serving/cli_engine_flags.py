@@ -79,7 +79,23 @@ def refuse_vllm_flags(args) -> None:
         ("--limit-mm-per-prompt", args.limit_mm_per_prompt, None),
         ("--skip-mm-profiling", args.skip_mm_profiling, None),
         ("--mm-encoder-tp-mode", args.mm_encoder_tp_mode, None),
+        ("--enable-lora", args.enable_lora, None),
+        ("--max-loras", args.max_loras, None),
+        ("--max-lora-rank", args.max_lora_rank, None),
+        ("--fully-sharded-loras", args.fully_sharded_loras, None),
     ):
         if val != default:
             alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")
             raise ValueError(f"'{flag}' is a vLLM setting: SGLang takes {alt}")
+
+
+def lora_settings(args) -> dict:
+    """vLLM's LoRA flags as VllmConfig fields (left out when not given: vLLM's defaults)."""
+    out = {"enable_lora": bool(args.enable_lora)}
+    if args.max_loras is not None:
+        out["max_loras"] = args.max_loras
+    if args.max_lora_rank is not None:
+        out["max_lora_rank"] = args.max_lora_rank
+    if args.fully_sharded_loras:
+        out["fully_sharded_loras"] = True
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from calc.cli.args import int_at_least
-from calc.serving.cli_engine_flags import refuse_sglang_flags, refuse_vllm_flags
+from calc.serving.cli_engine_flags import lora_settings, refuse_sglang_flags, refuse_vllm_flags
 from calc.serving.cli_spec_args import add_speculative_args, fraction
 from calc.serving.sglang_cli import add_sglang_pool_args
 from calc.serving.sglang_spec import NUMBER_NAMES
@@ -216,6 +216,7 @@ def engine_settings(args, spec) -> dict:
             skip_mm_profiling=args.skip_mm_profiling or False,
             cpu_offload_gb=args.cpu_offload_gb or 0,
             mm_encoder_tp_mode=args.mm_encoder_tp_mode or "weights",
+            **lora_settings(args),
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)

@@ -78,3 +78,7 @@ def add_speculative_args(g) -> None:
         metavar="JSON",
         help="vLLM: items per prompt by modality, e.g. '{\"image\": 2}' (all 0: no tower)",
     )
+    g.add_argument("--enable-lora", action="store_true", default=None, help="vLLM: LoRA slots")
+    g.add_argument("--max-loras", type=int, default=None, metavar="N", help="vLLM (default 1)")
+    g.add_argument("--max-lora-rank", type=int, default=None, metavar="R", help="vLLM (default 16)")
+    g.add_argument("--fully-sharded-loras", action="store_true", default=None)

@@ -15,6 +15,7 @@ from calc.serving.engine_base import EngineConfig
 from calc.serving.vllm_draft_group import check_backend_name
 from calc.serving.vllm_extensible import check_extensible_flag
 from calc.serving.vllm_kv_memory import check_kv_cache_memory_flag
+from calc.serving.vllm_lora import check_lora_rank
 from calc.serving.vllm_mamba import StateArgs, check_mode_flag
 from calc.serving.vllm_spec import check_method
 from calc.serving.vllm_state_dtype import check_state_flags
@@ -85,6 +86,11 @@ class VllmConfig(EngineConfig):
     # --mm-encoder-tp-mode (0.10.2 on): "data" keeps the vision tower whole on every TP rank
     # (calc.serving.vllm_towers.encoder_data_parallel)
     mm_encoder_tp_mode: Literal["weights", "data"] = "weights"
+    # --enable-lora and its slots (calc.serving.vllm_lora): vLLM's defaults 1 adapter of rank 16
+    enable_lora: bool = False
+    max_loras: int = Field(default=1, gt=0, le=1024)
+    max_lora_rank: int = 16
+    fully_sharded_loras: bool = False
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod
@@ -109,6 +115,7 @@ class VllmConfig(EngineConfig):
         check_language_model_only(self.version_tuple, self.language_model_only)
         check_skip_mm_profiling(self.version_tuple, self.skip_mm_profiling)
         check_encoder_tp_mode(self.version_tuple, self.mm_encoder_tp_mode)
+        check_lora_rank(self.max_lora_rank)
         return self
 
     @property

@@ -14,6 +14,7 @@ line: its blocks are the KV cache's when one worker or every worker prints the s
 init_free_gib, reserved_kv_gib and kv_cache_memory_bytes (--kv-cache-memory-bytes's line and
 its non-default args), language_model_only (True where the non-default args set it) and
 limit_mm_per_prompt (their counts by modality), skip_mm_profiling, mm_encoder_tp_mode,
+enable_lora / max_loras / max_lora_rank,
 cpu_offload_gb and
 cpu_offloaded_gib (the offloader's "Total CPU offloaded parameters: X GiB"),
 suggested_kv_cache_memory_bytes (0.26+'s suggestion after capture, whose
@@ -125,6 +126,9 @@ PATTERNS: dict[str, re.Pattern] = {
     "kv_cache_memory_bytes": re.compile(rf"'kv_cache_memory_bytes': {_NUM}"),
     "cpu_offload_gb": re.compile(rf"'cpu_offload_gb': {_NUM}"),
     "mm_encoder_tp_mode": re.compile(r"'mm_encoder_tp_mode': '(data|weights)'"),
+    "enable_lora": re.compile(r"'enable_lora': (True)"),
+    "max_loras": re.compile(rf"'max_loras': {_NUM}"),
+    "max_lora_rank": re.compile(rf"'max_lora_rank': {_NUM}"),
     "cpu_offloaded_gib": re.compile(rf"Total CPU offloaded parameters: {_NUM} GiB"),
     # and its 'language_model_only': True, 'limit_mm_per_prompt': {...} (calc.serving.vllm_towers)
     "language_model_only": re.compile(r"'language_model_only': (True)"),
@@ -153,6 +157,8 @@ LLMD_JSON = {
 for _json_key, _key in LLMD_JSON.items():
     PATTERNS.setdefault(f"llmd:{_json_key}", re.compile(rf'"{_json_key}": {_NUM}'))
 _INT_KEYS = {
+    "max_loras",
+    "max_lora_rank",
     "suggested_kv_cache_memory_bytes",
     "kv_cache_memory_bytes",
     "kv_cache_capacity_tokens",
@@ -206,7 +212,7 @@ def parse_log(text: str) -> dict:
         elif key == "max_running_requests":
             out[key] = _num(match.group(1), key)
             out["context_len"] = _num(match.group(2), key)
-        elif key in ("language_model_only", "skip_mm_profiling"):  # flags, not figures
+        elif key in ("language_model_only", "skip_mm_profiling", "enable_lora"):  # flags
             out[key] = True
         elif key == "mm_encoder_tp_mode":  # a name
             out[key] = match.group(1)

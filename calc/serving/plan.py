@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from calc.activation import activation_dtype
-from calc.dtypes import dtype_bits
 from calc.presets import resolve_model
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
@@ -54,24 +53,17 @@ from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
 from calc.serving.vllm_draft_group import drafter_own_group
-from calc.serving.vllm_drafter import v2_load_buffers, vllm_mtp_drafter_bytes
 from calc.serving.vllm_kv_memory import sets_memory
 from calc.serving.vllm_lines import ONE_LINE_FROM, vllm_report  # noqa: F401 (re-exported)
 from calc.serving.vllm_mamba import StateArgs, is_nemotron_h
 from calc.serving.vllm_mla_block import vllm_mla_block
 from calc.serving.vllm_nvfp4 import NVFP4, check_vllm_nvfp4
-from calc.serving.vllm_offload import check_sglang_offload, check_vllm_offload
+from calc.serving.vllm_offload import check_sglang_offload
 from calc.serving.vllm_spec import (
     Speculation,
     speculation,
 )
-from calc.serving.vllm_towers import (
-    data_mode_extra_bytes,
-    siglip_position_saving_bytes,
-    takes_images,
-    tower_stages,
-)
-from calc.serving.vllm_v2 import vllm_uses_v2_runner
+from calc.serving.vllm_weights import vllm_load_extras, vllm_stage_weights
 from calc.serving.vllm_xpu import (
     check_xpu,
     check_xpu_layout,
@@ -152,27 +144,14 @@ def prepare(
         ep, split = config.expert_parallel_size, None
     moe_tp = tp // ep if config.engine == "sglang" else (1 if ep > 1 else tp)
     check_fp8_moe_blocks(spec, config.engine, config.version_tuple, moe_tp)
-    wspec, towers = spec, (True,) * pp
+    towers = (True,) * pp
     if config.engine == "sglang":  # Llama 4's vision encoder only with --enable-multimodal
         wspec = sglang_weight_spec(spec, config.version, config.enable_multimodal)
-    elif spec.vision is not None:  # vLLM's stages without the tower (calc.serving.vllm_towers)
-        towers = tower_stages(spec, config, vllm_uses_v2_runner(spec, config))
-        wspec = spec if any(towers) else spec.model_copy(update={"vision": None})
-    weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
-    if config.engine == "vllm":  # the XPU backends kvcalc does not model (vllm_xpu)
+        weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, hw.name, split)
+        check_sglang_offload(spec, config, wd)  # --cpu-offload-gb (vllm_offload)
+    else:  # the tower by stage, flag and release (calc.serving.vllm_weights)
+        weights, wd, towers = vllm_stage_weights(spec, config, weight_dtype, ep, part, hw.name)
         check_xpu(spec, hw.vendor, config.attention_backend, activation_dtype(wd))
-    else:  # --cpu-offload-gb (vllm_offload)
-        check_sglang_offload(spec, config, wd)
-    if not all(towers) and any(towers):  # the first stage only: the others' without it
-        text = spec.model_copy(update={"vision": None})
-        bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, hw.name, split)[0]
-        weights = tuple(w if t else b for w, b, t in zip(weights, bare, towers, strict=True))
-    if config.engine == "vllm" and any(towers):  # the tower's split by release and mode
-        b = dtype_bits(activation_dtype(wd)) // 8  # (vllm_towers)
-        extra = data_mode_extra_bytes(spec, config, b) - siglip_position_saving_bytes(
-            spec, config, b
-        )
-        weights = tuple(w + extra * t for w, t in zip(weights, towers, strict=True))
     kd, dsa = config.kv_dtype(activation_dtype(wd)), ""
     if config.engine == "vllm" and "indexed_attention" in spec.attention_counts:
         kd, dsa, config = vllm_dsa_settings(spec, config, hw.name, activation_dtype(wd))
@@ -203,18 +182,8 @@ def prepare(
         sp = speculation(spec, v, method, k, pp=pp, dcp=config.decode_context_parallel_size)
         if drafter_own_group(spec, hw.vendor, v, config.attention_backend, sp.draft_layers):
             sp = sp._replace(own_group=True)
-        if sp.draft_layers:  # the MTP drafter's weights, loaded with the target's (pp is 1)
-            runtime = config.quantization
-            draft = vllm_mtp_drafter_bytes(spec, v, wd, tp, ep, sp.draft_layers, runtime)
-            if draft is not None:  # and from 0.34 Model Runner V2's buffers in the same load
-                seqs, tokens = config.max_num_seqs, config.max_num_batched_tokens
-                images = takes_images(spec, config)
-                draft += v2_load_buffers(
-                    spec, v, wd, sp.draft_layers, sp.tokens, tokens, seqs, images
-                )
-            weights = weights if draft is None else (weights[0] + draft,)
-        towers_built = spec.vision is not None and any(towers)
-        check_vllm_offload(spec, config, wd, towers_built, sp.draft_layers)
+        # the MTP drafter's weights, LoRA's slots, the offload checks (vllm_weights)
+        weights = vllm_load_extras(spec, config, weights, wd, towers, sp, ep, part)
     kv_tp = attention_tp(tp, split)  # SGLang: the KV heads of the attention group
     # a linear layer's state in the model dtype unless vLLM's flags say otherwise
     args = (config.engine, config.version_tuple, part, hybrid, chunked, activation_dtype(wd))
