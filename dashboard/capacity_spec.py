@@ -10,6 +10,7 @@ import streamlit as st
 
 from calc.limits import limit as size_limit
 from calc.serving.vllm_draft_group import KNOWN
+from calc.serving.vllm_lora import MAX_LORA_RANKS
 from dashboard import state, ui
 
 METHODS = ["none", "mtp", "ngram"]
@@ -150,6 +151,9 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
         keys.append("eoff")
         if off is not None:
             out["cpu_offload_gb"] = off
+        lora_keys, lora = _lora_inputs()
+        keys += lora_keys
+        out.update(lora)
     else:
         row = st.columns(4)
         with row[0]:
@@ -225,3 +229,39 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
             )
         keys.append(key)
     return keys, out
+
+
+def _lora_inputs() -> tuple[list[str], dict]:
+    """vLLM's --enable-lora, --max-loras and --max-lora-rank (calc.serving.vllm_lora)."""
+    row = st.columns(4)
+    on = state.select(
+        row[0],
+        "elora",
+        "enable_lora",
+        ["off", "on"],
+        help="vLLM --enable-lora: the adapter slots (A and B per linear slice, the embedding's "
+        "and LM head's where the model wraps them) and punica buffers, in the weights.",
+    )
+    if on == "off":
+        return ["elora"], {}
+    with row[1]:
+        n = ui.optional_input(
+            "elorn",
+            "max_loras",
+            1,
+            1024,
+            whole=True,
+            blank="vLLM's 1",
+            field="max_loras",
+        )
+    rank = state.select(
+        row[2],
+        "elorr",
+        "max_lora_rank",
+        [str(r) for r in MAX_LORA_RANKS],
+        help="vLLM --max-lora-rank: the slots' rank (the release's choices).",
+    )
+    out = {"enable_lora": True, "max_lora_rank": int(rank)}
+    if n is not None:
+        out["max_loras"] = n
+    return ["elora", "elorn", "elorr"], out

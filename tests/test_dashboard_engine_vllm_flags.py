@@ -65,3 +65,15 @@ def test_sglang_cpu_offload_is_the_plans():
     assert errors(at) == ""
     p = engine_plan("llama-3.1-8b", "rtx-4090", "sglang", version="0.5.23", cpu_offload_gb=4)
     assert {m.label: m.value for m in at.metric}["KV tokens"] == f"{p.gpu_kv_cache_tokens:,}"
+
+
+def test_lora_slots_are_the_plans():
+    base = {**BASE, "model": "llama-3.1-8b"}
+    at = open_page("capacity", **base, engine="vllm", ever="0.34.0", egiven="20", elen="8192",
+                   elora="on", elorn="4", elorr="64")  # fmt: skip
+    assert errors(at) == ""
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", version="0.34.0", available_kv_gib=20,
+                    max_model_len=8192, enable_lora=True, max_loras=4, max_lora_rank=64)  # fmt: skip
+    assert chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"] == (
+        p.weights_bytes
+    )
