@@ -89,3 +89,22 @@ def test_siglip_positions_split_over_tp_up_to_0_13():
     tp2 = dict(tensor_parallel_size=2)
     assert _rank0(spec, "0.14.0", **tp2) - _rank0(spec, "0.13.0", **tp2) == 2048 * 1152 * 2
     assert _rank0(spec, "0.14.0") == _rank0(spec, "0.13.0")
+
+
+def test_moonvit_falls_back_to_data_parallel_when_tp_splits_its_heads_unevenly():
+    """Kimi K2.5's MoonViT (16 heads) from 0.26.0: is_vit_use_data_parallel(num_heads) keeps it
+    whole on every rank when TP does not divide the heads (models/vision.py), logging why; at
+    TP 32 each rank holds the whole tower (2 x its meta-device numel); before 0.26.0 vLLM's
+    divide() fails at start-up. kimi-k2.5's preset: 64 text heads, so TP 32 splits the text."""
+    cfg = json.loads((FIX / "hf" / "modern" / "kimi-k2.5.json").read_text())
+    spec = calc.from_hf_config(cfg)
+    kw = dict(tensor_parallel_size=32, max_model_len=8192, available_kv_gib=10)
+    p = engine_plan(spec, "h200", "vllm", version="0.26.0", **kw)
+    text = engine_plan(spec, "h200", "vllm", version="0.26.0", language_model_only=True, **kw)
+    assert p.weights_bytes - text.weights_bytes == 2 * _meta_vision_numel(cfg)
+    assert p.log_lines[0] == (
+        "The number of vision attention heads is not divisible by the tensor parallel size. "
+        "Falling back to data parallelism for the vision encoder."
+    )
+    with pytest.raises(ValueError, match="does not divide the vision encoder's 16 heads"):
+        engine_plan(spec, "h200", "vllm", version="0.25.1", **kw)

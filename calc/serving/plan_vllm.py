@@ -18,7 +18,12 @@ from calc.serving.vllm_lines import vllm_report
 from calc.serving.vllm_offload import offload_line
 from calc.serving.vllm_spec import canonical_method, check_derivable
 from calc.serving.vllm_suggestion import plan_suggestion, with_suggestion
-from calc.serving.vllm_towers import DATA_FALLBACK_LINE, encoder_data_parallel
+from calc.serving.vllm_towers import (
+    DATA_FALLBACK_LINE,
+    HEADS_FALLBACK_LINE,
+    encoder_data_parallel,
+    heads_fallback,
+)
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
 from calc.serving.vllm_xpu import check_xpu_derivable
 
@@ -65,6 +70,8 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
         and not encoder_data_parallel(spec, config)
     ):  # ModelConfig's fallback, before the model is built
         lines.insert(0, DATA_FALLBACK_LINE)
+    if heads_fallback(spec, config):  # Kimi K2.5's MoonViT, whole on every rank (vllm_towers)
+        lines.insert(0, HEADS_FALLBACK_LINE)
     if config.cpu_offload_gb:  # the offloader's total, before the load line (vllm_offload)
         start = sum(lay.rank_layers[:rank])
         layers = range(start, start + lay.rank_layers[rank])

@@ -93,10 +93,35 @@ def check_encoder_tp_mode(version: tuple[int, ...], mode: str) -> None:
         )
 
 
+MOONVIT_HEADS_FALLBACK_FROM = (0, 26, 0)  # is_vit_use_data_parallel(num_heads)
+HEADS_FALLBACK_LINE = (
+    "The number of vision attention heads is not divisible by the tensor parallel size. "
+    "Falling back to data parallelism for the vision encoder."
+)
+
+
+def heads_fallback(spec, config) -> bool:
+    """Kimi K2.5's MoonViT from 0.26.0 (kimi_k25.py, kimi_k25_vit.py: is_vit_use_data_parallel
+    (num_heads), models/vision.py): whole on every rank when TP does not divide its heads, in
+    either mode; before, vLLM's divide() fails at start-up (kvcalc refuses it)."""
+    v, tp = spec.vision, config.tensor_parallel_size
+    if v is None or v.kind != "moonvit" or v.num_attention_heads % tp == 0:
+        return False
+    if config.version_tuple[:3] < MOONVIT_HEADS_FALLBACK_FROM:
+        raise ValueError(
+            f"'tensor_parallel_size' {tp} does not divide the vision encoder's "
+            f"{v.num_attention_heads} heads (vLLM before 0.26.0 fails to split MoonViT)"
+        )
+    return True
+
+
 def encoder_data_parallel(spec, config) -> bool:
     """Whether --mm-encoder-tp-mode data holds: the model declares supports_encoder_tp_data
     (Llama 4, Kimi K2.5, Qwen3.5 through Qwen3-VL); Gemma 3 and Mistral 3 never do, and fall
-    back to "weights" with DATA_FALLBACK_LINE (config/model.py, 0.10.2 - 0.34.0)."""
+    back to "weights" with DATA_FALLBACK_LINE (config/model.py, 0.10.2 - 0.34.0). Kimi K2.5's
+    MoonViT also whenever TP does not divide its heads (heads_fallback)."""
+    if config.engine == "vllm" and heads_fallback(spec, config):
+        return True
     if spec.vision is None or getattr(config, "mm_encoder_tp_mode", "weights") != "data":
         return False
     since = DATA_MODE_FROM.get(spec.vision.kind)
@@ -120,16 +145,6 @@ def siglip_position_saving_bytes(spec, config, dtype_bytes: int) -> int:
     rows = (v.image_size // v.patch_size) ** 2
     kept = -(-padded_vocab(rows) // tp)
     return (rows - kept) * v.hidden_size * dtype_bytes
-
-
-def data_mode_extra_bytes(spec, config, dtype_bytes: int) -> int:
-    """What data mode adds to each tower-building rank: the split linears whole (calc.vision)."""
-    from calc.vision import vision_rank_params
-
-    if not encoder_data_parallel(spec, config):
-        return 0
-    v, h, tp = spec.vision, spec.hidden_size, config.tensor_parallel_size
-    return (vision_rank_params(v, h, tp, data=True) - vision_rank_params(v, h, tp)) * dtype_bytes
 
 
 def check_skip_mm_profiling(version: tuple[int, ...], flag: bool) -> None:

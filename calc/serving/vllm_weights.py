@@ -9,17 +9,19 @@ from __future__ import annotations
 from calc.activation import activation_dtype
 from calc.dtypes import dtype_bits
 from calc.serving.quant_weights import plan_weights
-from calc.serving.sharding import rank_layers
+from calc.serving.sharding import rank_layers, vision_rank_bytes
 from calc.serving.vllm_drafter import v2_load_buffers, vllm_mtp_drafter_bytes
 from calc.serving.vllm_lora import check_vllm_lora, lora_load_bytes
 from calc.serving.vllm_offload import check_vllm_offload
 from calc.serving.vllm_towers import (
-    data_mode_extra_bytes,
+    encoder_data_parallel,
     siglip_position_saving_bytes,
     takes_images,
     tower_stages,
 )
 from calc.serving.vllm_v2 import vllm_uses_v2_runner
+from calc.sharding import QUANTIZED_DTYPES
+from calc.vision import vision_rank_params
 
 
 def vllm_stage_weights(spec, config, weight_dtype, ep: int, part, gpu: str):
@@ -30,16 +32,24 @@ def vllm_stage_weights(spec, config, weight_dtype, ep: int, part, gpu: str):
     if spec.vision is not None:  # the stages without the tower
         towers = tower_stages(spec, config, vllm_uses_v2_runner(spec, config))
         wspec = spec if any(towers) else spec.model_copy(update={"vision": None})
+    if any(towers) and encoder_data_parallel(spec, config):  # the tower whole on each rank
+        text = spec.model_copy(update={"vision": None})
+        weights, wd = plan_weights(text, config, weight_dtype, tp, pp, ep, part, gpu)
+        b = dtype_bits(activation_dtype(wd)) // 8
+        quantized = "quantization" if config.quantization else ""
+        quantized = quantized or ("weight_dtype" if weight_dtype in QUANTIZED_DTYPES else "")
+        vision_rank_bytes(spec, 1, b, quantized)  # the checks of a quantized encoder
+        tower = vision_rank_params(spec.vision, spec.hidden_size, tp, data=True) * b
+        return tuple(w + tower * t for w, t in zip(weights, towers, strict=True)), wd, towers
     weights, wd = plan_weights(wspec, config, weight_dtype, tp, pp, ep, part, gpu)
     if not all(towers) and any(towers):  # the first stage only: the others' without it
         text = spec.model_copy(update={"vision": None})
         bare = plan_weights(text, config, weight_dtype, tp, pp, ep, part, gpu)[0]
         weights = tuple(w if t else b for w, b, t in zip(weights, bare, towers, strict=True))
-    if spec.vision is not None and any(towers):  # the tower's split by release and mode
+    if spec.vision is not None and any(towers):  # SigLIP's split positions up to 0.13
         b = dtype_bits(activation_dtype(wd)) // 8
-        extra = data_mode_extra_bytes(spec, config, b)
-        extra -= siglip_position_saving_bytes(spec, config, b)
-        weights = tuple(w + extra * t for w, t in zip(weights, towers, strict=True))
+        saving = siglip_position_saving_bytes(spec, config, b)
+        weights = tuple(w - saving * t for w, t in zip(weights, towers, strict=True))
     return weights, wd, towers
 
 
