@@ -83,6 +83,7 @@ def refuse_vllm_flags(args) -> None:
         ("--max-loras", args.max_loras, None),
         ("--max-lora-rank", args.max_lora_rank, None),
         ("--fully-sharded-loras", args.fully_sharded_loras, None),
+        ("--auto-max-model-len", args.auto_max_model_len, None),
     ):
         if val != default:
             alt = SGLANG_ALTERNATIVE.get(flag, "--mem-fraction-static / --page-size")

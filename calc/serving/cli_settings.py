@@ -217,6 +217,7 @@ def engine_settings(args, spec) -> dict:
             cpu_offload_gb=args.cpu_offload_gb or 0,
             mm_encoder_tp_mode=args.mm_encoder_tp_mode or "weights",
             **lora_settings(args),
+            **({"max_model_len": -1} if args.auto_max_model_len else {}),
         )
         if args.speculative_config is not None:
             method, tokens = parse_speculative_config(args.speculative_config)

@@ -82,3 +82,9 @@ def add_speculative_args(g) -> None:
     g.add_argument("--max-loras", type=int, default=None, metavar="N", help="vLLM (default 1)")
     g.add_argument("--max-lora-rank", type=int, default=None, metavar="R", help="vLLM (default 16)")
     g.add_argument("--fully-sharded-loras", action="store_true", default=None)
+    g.add_argument(
+        "--auto-max-model-len",
+        action="store_true",
+        default=None,
+        help="vLLM 0.14+ --max-model-len -1 (auto): the longest context the KV cache fits",
+    )

@@ -81,6 +81,8 @@ def engine_config(
         raise ValueError(f"'{unknown[0]}' is not a {engine} setting")
     if engine == "vllm":
         check_vllm_release(v)
+        if kw.get("max_model_len") in (-1, "auto"):  # auto-fit (calc.serving.vllm_autofit)
+            kw["max_model_len"], kw["auto_max_model_len"] = model_max_len, True
         mml = kw.get("max_model_len", model_max_len)
         tokens, seqs, chunked = vllm_batch_defaults(v, gpu_memory_gib, gpu_name, mml)
         kw.setdefault("max_num_batched_tokens", tokens)

@@ -91,6 +91,9 @@ class VllmConfig(EngineConfig):
     max_loras: int = Field(default=1, gt=0, le=1024)
     max_lora_rank: int = 16
     fully_sharded_loras: bool = False
+    # --max-model-len -1 / auto: the longest context that fits (calc.serving.vllm_autofit);
+    # engine_config sets it and max_model_len to the model's own
+    auto_max_model_len: bool = False
 
     @field_validator("limit_mm_per_prompt", mode="before")
     @classmethod

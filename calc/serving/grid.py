@@ -58,6 +58,11 @@ def engine_plan_grid(
     spec, hw, cfg, lay, weights, kd, wd, total = prepare(
         model, gpu, engine, weight_dtype=weight_dtype, calibration=calibration, **fixed, **first
     )
+    if getattr(cfg, "auto_max_model_len", False):  # each plan's own search (vllm_autofit)
+        raise ValueError(
+            "'max_model_len' -1 (auto-fit) is planned one at a time (engine_plan): a grid takes "
+            "explicit lengths"
+        )
     n_rows = len(next(iter(cols.values()))) if cols else (1 if given is None else len(given))
     L = cols.get("max_model_len", np.full(n_rows, cfg.max_model_len)).astype(np.int64)
     w = max(weights)

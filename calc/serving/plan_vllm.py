@@ -11,6 +11,7 @@ from calc.serving import figures as f
 from calc.serving.figures import GIB
 from calc.serving.overheads import overheads
 from calc.serving.plan_result import EnginePlan, identity
+from calc.serving.vllm_autofit import auto_fit, check_auto_fit
 from calc.serving.vllm_drafter import drafter_modelled
 from calc.serving.vllm_extensible import init_free_bytes
 from calc.serving.vllm_kv_memory import check_one_memory, oom_refusal, reserved_line, sets_memory
@@ -59,11 +60,26 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
         measured = None if warm is None else [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
     r = f.vllm_figures(lay, config, avail, L, measured)
+    fit_line = fit_refusal = None
+    if config.auto_max_model_len:  # --max-model-len -1: the longest that fits (vllm_autofit)
+        check_auto_fit(spec, config, lay)
+        fit, fit_line, fit_refusal = auto_fit(config, r, hw.vendor)
+        if fit != L:
+            L = fit
+            config = config.model_copy(update={"max_model_len": fit})
+            r = f.vllm_figures(lay, config, avail, L, measured)
     page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
     tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
     given = given_gib is not None
     v2 = vllm_uses_v2_runner(spec, config)
     lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved, v2)
+    if fit_refusal:  # no token fits: get_kv_cache_configs raises before the size lines
+        refusal = fit_refusal
+        lines = [x for x in lines if not x.startswith(("GPU KV cache size", "Maximum conc"))]
+        lines = [x for x in lines if not x.startswith("ValueError")] + [f"ValueError: {refusal}"]
+    elif fit_line:  # get_kv_cache_configs logs it before the KV cache size
+        at = next((i for i, x in enumerate(lines) if x.startswith("GPU KV cache size")), len(lines))
+        lines.insert(at, fit_line)
     if (
         config.mm_encoder_tp_mode == "data"
         and spec.vision
