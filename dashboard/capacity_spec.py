@@ -35,17 +35,11 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
     keys, out = [], {}
     if engine == "sglang":
         keys, out = _sglang_inputs(c[0])
-        mm = state.select(
-            c[3],
-            "emm",
-            "enable_multimodal",
-            ["default", "on"],
-            help="SGLang 0.4.6+: --enable-multimodal. By default Gemma 3 and Llama 4 run as text "
-            "models (no VLM fraction factor, no VLM cache, Llama 4's vision encoder not built); "
-            "on, as every other vision checkpoint. Nothing happens for a text-only model.",
-        )
-        keys.append("emm")
-        out = {**out, "enable_multimodal": True} if mm == "on" else out
+        _select(c[3], "emm", "enable_multimodal", {"default": None, "on": True}, keys, out,
+                help="SGLang 0.4.6+: --enable-multimodal. By default Gemma 3 and Llama 4 run as "
+                "text models (no VLM fraction factor, no VLM cache, Llama 4's vision encoder not "
+                "built); on, as every other vision checkpoint. Nothing happens for a text-only "
+                "model.")  # fmt: skip
     if engine == "vllm":
         method = state.select(
             c[0],
@@ -98,95 +92,38 @@ def spec_inputs(engine: str) -> tuple[list[str], dict, float | None]:
     keys.append("egiven")
     if engine == "vllm":
         row = st.columns(4)
-        with row[0]:
-            gib = ui.optional_input(
-                "ekvmem",
-                "kv_cache_memory_bytes, GiB",
-                0.01,
-                MAX_GIVEN_GIB,
-                whole=False,
-                blank="profiled",
-                field="kv_cache_memory_bytes",
+        _number(row[0], "ekvmem", "kv_cache_memory_bytes, GiB", (0.01, MAX_GIVEN_GIB, False),
+                "profiled", "kv_cache_memory_bytes", keys, out, scale=2**30,
                 help="vLLM 0.10.2 on: each GPU's KV cache in bytes (here GiB x 2^30) instead of "
                 "the profiled memory; gpu_memory_utilization then sizes nothing, and vLLM does "
-                "not check that the cache fits beside the weights (kvcalc does).",
-            )
-        keys.append("ekvmem")
-        if gib is not None:
-            out["kv_cache_memory_bytes"] = int(gib * 2**30)
-        lmo = state.select(
-            row[1],
-            "elmo",
-            "language_model_only",
-            ["off", "on"],
-            help="vLLM 0.17+ --language-model-only: a vision checkpoint's language model alone "
-            "(its tower not loaded, no images profiled). Nothing changes for a text-only model.",
-        )
-        keys.append("elmo")
-        if lmo == "on":
-            out["language_model_only"] = True
-        mode = state.select(
-            row[2],
-            "eenc",
-            "mm_encoder_tp_mode",
-            ["weights", "data"],
-            help="vLLM 0.10.2+ --mm-encoder-tp-mode: data keeps the vision tower whole on every "
-            "TP rank (Llama 4, Kimi K2.5, Qwen3.5; Gemma 3 and Mistral 3 fall back to weights).",
-        )
-        keys.append("eenc")
-        if mode == "data":
-            out["mm_encoder_tp_mode"] = "data"
-        with row[3]:
-            off = ui.optional_input(
-                "eoff",
-                "cpu_offload_gb",
-                0.01,
-                MAX_GIVEN_GIB,
-                whole=False,
-                blank="none",
-                field="cpu_offload_gb",
+                "not check that the cache fits beside the weights (kvcalc does).")  # fmt: skip
+        _select(row[1], "elmo", "language_model_only", {"off": None, "on": True}, keys, out,
+                help="vLLM 0.17+ --language-model-only: a vision checkpoint's language model "
+                "alone (its tower not loaded, no images profiled). Nothing changes for a "
+                "text-only model.")  # fmt: skip
+        _select(row[2], "eenc", "mm_encoder_tp_mode", {"weights": None, "data": "data"}, keys,
+                out, help="vLLM 0.10.2+ --mm-encoder-tp-mode: data keeps the vision tower whole "
+                "on every TP rank (Llama 4, Kimi K2.5, Qwen3.5; Gemma 3 and Mistral 3 fall back "
+                "to weights).")  # fmt: skip
+        _number(row[3], "eoff", "cpu_offload_gb", (0.01, MAX_GIVEN_GIB, False), "none",
+                "cpu_offload_gb", keys, out,
                 help="vLLM --cpu-offload-gb: GiB of each GPU's decoder-layer weights kept in CPU "
-                "memory (read through UVA); they leave the weights, and the KV cache gains them.",
-            )
-        keys.append("eoff")
-        if off is not None:
-            out["cpu_offload_gb"] = off
+                "memory (read through UVA); they leave the weights, and the KV cache gains "
+                "them.")  # fmt: skip
         lora_keys, lora = _lora_inputs()
         keys += lora_keys
         out.update(lora)
     else:
         row = st.columns(4)
-        with row[0]:
-            cap = ui.optional_input(
-                "emtt",
-                "max_total_tokens",
-                1,
-                size_limit("seq_len"),
-                whole=True,
-                blank="the profiled count",
-                field="max_total_tokens",
+        _number(row[0], "emtt", "max_total_tokens", (1, size_limit("seq_len"), True),
+                "the profiled count", "max_total_tokens", keys, out,
                 help="SGLang --max-total-tokens: a cap on the token pool, in whole pages; above "
                 "the profiled count SGLang warns and keeps the profiled one. From 0.5.11 a "
-                "sliding-window pool is capped on its full layers' tokens.",
-            )
-        keys.append("emtt")
-        if cap is not None:
-            out["max_total_tokens"] = cap
-        with row[1]:
-            off = ui.optional_input(
-                "esoff",
-                "cpu_offload_gb",
-                1,
-                4096,
-                whole=True,
-                blank="none",
-                field="cpu_offload_gb",
-                help="SGLang --cpu-offload-gb (whole GiB): each GPU's first decoder-layer weights "
-                "kept in CPU memory; they leave the weights, and the pool gains them.",
-            )
-        keys.append("esoff")
-        if off is not None:
-            out["cpu_offload_gb"] = off
+                "sliding-window pool is capped on its full layers' tokens.")  # fmt: skip
+        _number(row[1], "esoff", "cpu_offload_gb", (1, 4096, True), "none", "cpu_offload_gb",
+                keys, out, help="SGLang --cpu-offload-gb (whole GiB): each GPU's first "
+                "decoder-layer weights kept in CPU memory; they leave the weights, and the pool "
+                "gains them.")  # fmt: skip
     return keys, out, given
 
 
@@ -233,35 +170,34 @@ def _sglang_inputs(col) -> tuple[list[str], dict]:
 
 def _lora_inputs() -> tuple[list[str], dict]:
     """vLLM's --enable-lora, --max-loras and --max-lora-rank (calc.serving.vllm_lora)."""
-    row = st.columns(4)
-    on = state.select(
-        row[0],
-        "elora",
-        "enable_lora",
-        ["off", "on"],
-        help="vLLM --enable-lora: the adapter slots (A and B per linear slice, the embedding's "
-        "and LM head's where the model wraps them) and punica buffers, in the weights.",
-    )
-    if on == "off":
-        return ["elora"], {}
-    with row[1]:
-        n = ui.optional_input(
-            "elorn",
-            "max_loras",
-            1,
-            1024,
-            whole=True,
-            blank="vLLM's 1",
-            field="max_loras",
-        )
-    rank = state.select(
-        row[2],
-        "elorr",
-        "max_lora_rank",
-        [str(r) for r in MAX_LORA_RANKS],
-        help="vLLM --max-lora-rank: the slots' rank (the release's choices).",
-    )
-    out = {"enable_lora": True, "max_lora_rank": int(rank)}
-    if n is not None:
-        out["max_loras"] = n
-    return ["elora", "elorn", "elorr"], out
+    row, keys, out = st.columns(4), [], {}
+    _select(row[0], "elora", "enable_lora", {"off": None, "on": True}, keys, out,
+            help="vLLM --enable-lora: the adapter slots (A and B per linear slice, the "
+            "embedding's and LM head's where the model wraps them) and punica buffers, in the "
+            "weights.")  # fmt: skip
+    if not out:
+        return keys, out
+    _number(row[1], "elorn", "max_loras", (1, 1024, True), "vLLM's 1", "max_loras", keys, out,
+            help="vLLM --max-loras: adapters resident at once (their slots).")  # fmt: skip
+    ranks = {str(r): r for r in MAX_LORA_RANKS}
+    _select(row[2], "elorr", "max_lora_rank", ranks, keys, out,
+            help="vLLM --max-lora-rank: the slots' rank (the release's choices).")  # fmt: skip
+    return keys, out
+
+
+def _select(col, key: str, label: str, values: dict, keys: list, out: dict, help: str) -> None:
+    """A selectbox whose option maps to a setting's value (None: the setting left out)."""
+    keys.append(key)
+    value = values[state.select(col, key, label, list(values), help=help)]
+    if value is not None:
+        out[label] = value
+
+
+def _number(col, key, label, bounds, blank, field, keys, out, help, scale=None) -> None:
+    """An optional number input for setting `field` (blank: left out); `scale` multiplies it."""
+    lo, hi, whole = bounds
+    with col:
+        x = ui.optional_input(key, label, lo, hi, whole=whole, blank=blank, field=field, help=help)
+    keys.append(key)
+    if x is not None:
+        out[field] = int(x * scale) if scale else x
