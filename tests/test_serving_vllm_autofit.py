@@ -64,8 +64,6 @@ def test_what_is_refused():
         _plans("0.13.0")
     with pytest.raises(ValueError, match="more than full-attention layers"):
         engine_plan("gemma-3-4b", "h100-sxm", "vllm", version="0.25.0", max_model_len=-1)
-    with pytest.raises(ValueError, match="extensible KV cache"):
-        _plans("0.34.0")
     tight = engine_plan("llama-3.1-8b", "rtx-4090", "vllm", version="0.19.0", max_model_len=-1,
                         gpu_memory_utilization=0.62)  # fmt: skip
     assert tight.refusal.startswith("Cannot auto-fit max_model_len: not enough GPU memory")
@@ -85,3 +83,31 @@ def test_a_grid_refuses_it():
     with pytest.raises(ValueError, match="planned one at a time"):
         engine_plan_grid("llama-3.1-8b", "h100-sxm", "vllm", version="0.19.0", max_model_len=-1,
                          gpu_memory_utilization=[0.8, 0.9])  # fmt: skip
+
+
+def test_0_34_fits_again_after_warmup():
+    """0.34.0's extensible KV cache: the first fit on the profiled memory (less the null block)
+    is tentative; after warmup the length is fitted again within it to the measured blocks less
+    one (kv_cache_planning.py: (num_blocks - 1) x the block), and the KV cache keeps the measured
+    blocks. 64-token blocks (0.34.0's default): 8 MiB each for Llama-3.1-8B."""
+    own, auto = _plans("0.34.0")
+    block = 4 * BLOCK
+    first = (own.available_kv_cache_bytes - block) // block * 64
+    final = (auto.num_gpu_blocks - 1) * 64
+    assert auto.fits and auto.max_model_len == final < first
+    lines = auto.log_lines
+    tentative = (
+        f"Auto-fit max_model_len: reduced from 131072 to {first} to fit in available KV cache "
+        f"memory ({round((own.available_kv_cache_bytes - block) / GIB, 2)} GiB GPU); the final "
+        "length is set after CUDA graph capture and warmup"
+    )
+    refit = (
+        f"--max-model-len auto reduced max_model_len from {first} to {final} "
+        f"({round(final // 64 * block / GIB, 2)} GiB GPU left for the KV cache after CUDA graph "
+        "capture and warmup)."
+    )
+    warm = next(i for i, x in enumerate(lines) if x.startswith("Memory after warmup"))
+    assert lines.index(tentative) < warm < lines.index(refit)
+    assert lines[lines.index(refit) + 1].startswith(
+        f"GPU KV cache size: {auto.num_gpu_blocks * 64:,} tokens"
+    )

@@ -60,10 +60,10 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
         measured = None if warm is None else [x[0] for x in warm]
         source = "calibrated" if calibration else "derived"
     r = f.vllm_figures(lay, config, avail, L, measured)
-    fit_line = fit_refusal = None
+    fit_before, fit_after, fit_refusal = [], [], None
     if config.auto_max_model_len:  # --max-model-len -1: the longest that fits (vllm_autofit)
         check_auto_fit(spec, config, lay)
-        fit, fit_line, fit_refusal = auto_fit(config, r, hw.vendor)
+        fit, fit_before, fit_after, fit_refusal = auto_fit(config, r, hw.vendor)
         if fit != L:
             L = fit
             config = config.model_copy(update={"max_model_len": fit})
@@ -77,9 +77,15 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
         refusal = fit_refusal
         lines = [x for x in lines if not x.startswith(("GPU KV cache size", "Maximum conc"))]
         lines = [x for x in lines if not x.startswith("ValueError")] + [f"ValueError: {refusal}"]
-    elif fit_line:  # get_kv_cache_configs logs it before the KV cache size
-        at = next((i for i, x in enumerate(lines) if x.startswith("GPU KV cache size")), len(lines))
-        lines.insert(at, fit_line)
+    if fit_before or fit_after:  # get_kv_cache_configs' lines, then (0.34) after warmup's
+        size = next(
+            (i for i, x in enumerate(lines) if x.startswith("GPU KV cache size")), len(lines)
+        )
+        warm_at = next(
+            (i for i, x in enumerate(lines) if x.startswith("Memory after warmup")), size
+        )
+        lines[size:size] = fit_after
+        lines[warm_at:warm_at] = fit_before
     if (
         config.mm_encoder_tp_mode == "data"
         and spec.vision

@@ -17,9 +17,15 @@ the smallest over the workers, at most the model's. Logged (INFO) before the KV-
   cache)." (a warning below 8,192 tokens, naming what to change).
 No token fits: "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a
 single token. Try increasing `gpu_memory_utilization`." (0.14 - 0.33).
+0.34.0's extensible KV cache fits twice: on the profiled memory ("...; the final length is set
+after CUDA graph capture and warmup"), then, after warmup, on the measured blocks less one
+within that length ("Auto-fit max_model_len: using max_model_len=N, which fits in the KV cache
+memory left after CUDA graph capture and warmup (X GiB GPU)." or "--max-model-len auto reduced
+max_model_len from N to M (X GiB GPU left for the KV cache after CUDA graph capture and
+warmup)."); kv_cache_planning.py finalize after warmup.
 Planned for a model of full-attention layers only (one group: the search is then the whole
-blocks of the one-request check); hybrid, sliding, chunked or state layers, and 0.34.0's
-extensible KV cache (fitted again after warmup), are refused as not modelled.
+blocks of the one-request check); hybrid, sliding, chunked or state layers are refused as not
+modelled.
 """
 
 from __future__ import annotations
@@ -39,55 +45,82 @@ def check_auto_fit(spec, config, lay) -> None:
             "'max_model_len' -1 (auto-fit) is a vLLM option from 0.14.0: got vLLM "
             + ".".join(map(str, v))
         )
-    what = None
     if [g.kind for g in lay.groups] != ["full_attention"]:
-        what = "a model with more than full-attention layers"
-    elif config.enable_extensible_kv_cache:
-        what = "0.34.0's extensible KV cache (fitted again after warmup)"
-    if what:
-        raise ValueError(f"'max_model_len' auto-fit with {what} is not modelled")
-
-
-def auto_fit(config, r: dict, vendor: str) -> tuple[int, str, str | None]:
-    """(the fitted max_model_len, vLLM's line, its refusal or None) from vllm_figures' `r` at the
-    model's own length."""
-    v, L = config.version_tuple[:3], config.max_model_len
-    fit = min(L, r["longest_len"])
-    mem = gib_text(r["check_bytes"], v)
-    device = "XPU" if vendor == "Intel" else "GPU"
-    if fit <= 0:
-        return (
-            L,
-            "",
-            (
-                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a "
-                "single token. Try increasing `gpu_memory_utilization`."
-            ),
+        raise ValueError(
+            "'max_model_len' auto-fit with a model with more than full-attention layers is not "
+            "modelled"
         )
-    where = (
-        "available GPU memory"
-        if v < KV_WORDS_FROM
-        else f"available KV cache memory ({mem} GiB {device})"
+
+
+def _memory(b: int, v, device: str) -> str:
+    return f"{gib_text(b, v)} GiB {device}"
+
+
+def _reduced_034(config, L: int, fit: int, left: str) -> str:
+    line = f"--max-model-len auto reduced max_model_len from {L} to {fit} ({left})."
+    if fit >= SHORT:
+        return line
+    hint = (
+        "Increase `gpu_memory_utilization` or set --max-model-len explicitly."
+        if config.gpu_memory_utilization < 1.0
+        else "Use more GPUs or set --max-model-len explicitly."
     )
-    if fit >= L:
-        return L, f"Auto-fit max_model_len: full model context length {L} fits in {where}", None
+    return f"{line[:-1]}. Requests longer than {fit} tokens will be rejected. {hint}"
+
+
+def auto_fit(config, r: dict, vendor: str) -> tuple[int, list[str], list[str], str | None]:
+    """(the fitted max_model_len, vLLM's lines before warmup, after it (0.34.0's extensible KV
+    cache fits again on the measured blocks), its refusal or None) from vllm_figures' `r` at the
+    model's own length."""
+    from calc.serving.vllm_refusal import vllm_refusal_hint
+
+    v, L = config.version_tuple[:3], config.max_model_len
+    ext, device = bool(config.enable_extensible_kv_cache), "XPU" if vendor == "Intel" else "GPU"
+    fit = min(L, r["longest_len"])
+    if fit <= 0:
+        hint = "Try increasing `gpu_memory_utilization`."
+        if v >= AUTO_WORD_FROM:
+            hint = vllm_refusal_hint(ext, config.gpu_memory_utilization, after_warmup=False)
+        no = "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a "
+        return L, [], [], f"{no}single token. {hint}"
+    mem = _memory(r["check_bytes"], v, device)
+    tentative = "; the final length is set after CUDA graph capture and warmup" if ext else ""
     if v < KV_WORDS_FROM:
+        full = f"Auto-fit max_model_len: full model context length {L} fits in available GPU memory"
+        cut = (
+            f"Auto-fit max_model_len: reduced from {L} to {fit} to fit in available GPU memory "
+            f"({gib_text(r['check_bytes'], v)} GiB available for KV cache)"
+        )
+    else:
+        full = f"Auto-fit max_model_len: full model context length {L} fits in available KV cache memory ({mem}){tentative}"
+        cut = f"Auto-fit max_model_len: reduced from {L} to {fit} to fit in available KV cache memory ({mem}){tentative}"
+        if v >= AUTO_WORD_FROM and not ext and fit < L:
+            cut = _reduced_034(config, L, fit, f"{mem} available for the KV cache")
+    before = [full if fit >= L else cut]
+    if not ext:
+        return fit, before, [], None
+    # after warmup: (the measured blocks - 1) x the block, fitted again within the first fit
+    again = min(fit, r["longest_after_len"])
+    if again <= 0:
         return (
             fit,
+            before,
+            [],
             (
-                f"Auto-fit max_model_len: reduced from {L} to {fit} to fit in available GPU memory "
-                f"({mem} GiB available for KV cache)"
+                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a "
+                "single token. CUDA graph capture and warmup left no memory for the KV cache. "
+                "Increase `gpu_memory_utilization`, reduce the memory CUDA graphs take (fewer or "
+                "smaller capture sizes in the compilation config), or use more GPUs."
             ),
-            None,
         )
-    if v < AUTO_WORD_FROM:
-        return fit, f"Auto-fit max_model_len: reduced from {L} to {fit} to fit in {where}", None
-    line = f"--max-model-len auto reduced max_model_len from {L} to {fit} ({mem} GiB {device} available for the KV cache)."
-    if fit < SHORT:
-        hint = (
-            "Increase `gpu_memory_utilization` or set --max-model-len explicitly."
-            if config.gpu_memory_utilization < 1.0
-            else "Use more GPUs or set --max-model-len explicitly."
+    left = _memory(r["after_warmup_bytes"], v, device)
+    if again >= fit:
+        after = (
+            f"Auto-fit max_model_len: using max_model_len={fit}, which fits in the KV cache "
+            f"memory left after CUDA graph capture and warmup ({left})."
         )
-        line = f"{line[:-1]}. Requests longer than {fit} tokens will be rejected. {hint}"
-    return fit, line, None
+    else:
+        after = _reduced_034(
+            config, fit, again, f"{left} left for the KV cache after CUDA graph capture and warmup"
+        )
+    return again, before, [after], None
