@@ -233,6 +233,11 @@ def cuda_capability(gpu: str | Path | dict | HardwareSpec) -> tuple[int, int] | 
     return int(major), int(minor)
 
 
+def nvidia_capability(hw: HardwareSpec) -> tuple[int, int] | None:
+    """cuda_capability of an NVIDIA part; None for other vendors, whatever their spec states."""
+    return cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+
+
 def resolve_hardware(gpu: str | Path | dict | HardwareSpec) -> HardwareSpec:
     """A preset name, a path to a .toml in the same schema, a dict, or a spec."""
     if isinstance(gpu, HardwareSpec):

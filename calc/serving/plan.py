@@ -28,7 +28,7 @@ from calc.presets import resolve_model
 from calc.serving.engine import DEFAULT_VERSION, SglangConfig, VllmConfig, engine_config
 from calc.serving.figures import GIB, PP_CHECK_PER_RANK_FROM  # noqa: F401 (re-exported)
 from calc.serving.fp8_blocks import check_fp8_moe_blocks
-from calc.serving.hardware import HardwareSpec, cuda_capability, resolve_hardware
+from calc.serving.hardware import HardwareSpec, nvidia_capability, resolve_hardware
 from calc.serving.indexed import vllm_dsa_settings, vllm_v32_load_bytes
 from calc.serving.kv_auto import resolved_kv_cache_dtype
 from calc.serving.layout import kv_layout
@@ -127,7 +127,7 @@ def prepare(
     kv = resolved_kv_cache_dtype(spec, config.engine, v, config.kv_cache_dtype)
     if kv != config.kv_cache_dtype:  # the checkpoint's declared fp8 cache (calc.serving.kv_auto)
         config = config.model_copy(update={"kv_cache_dtype": kv})
-    cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+    cap = nvidia_capability(hw)
     major = cap[0] if cap else None
     if config.kv_cache_dtype == NVFP4 and config.engine == "vllm":
         check_vllm_nvfp4(spec, config, cap)

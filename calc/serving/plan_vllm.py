@@ -71,21 +71,17 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     page, rank, n = r["page_bytes"], r["rank"], r["num_gpu_blocks"]
     tokens, conc, groups = r["tokens"], r["max_concurrency"], len(lay.groups)
     given = given_gib is not None
+    offload = []
+    if config.cpu_offload_gb:  # the offloader's total, before the load line (vllm_offload)
+        start = sum(lay.rank_layers[:rank])
+        layers = range(start, start + lay.rank_layers[rank])
+        tp, ep, wb = config.tensor_parallel_size, config.expert_parallel_size, dtype_bits(wd) // 8
+        offload = offload_line(config, spec, tp, ep, layers, wb)
     v2 = vllm_uses_v2_runner(spec, config)
-    lines, refusal = vllm_report(config, lay, r, weights, mtp, warm, act, given, reserved, v2)
-    if fit_refusal:  # no token fits: get_kv_cache_configs raises before the size lines
-        refusal = fit_refusal
-        lines = [x for x in lines if not x.startswith(("GPU KV cache size", "Maximum conc"))]
-        lines = [x for x in lines if not x.startswith("ValueError")] + [f"ValueError: {refusal}"]
-    if fit_before or fit_after:  # get_kv_cache_configs' lines, then (0.34) after warmup's
-        size = next(
-            (i for i, x in enumerate(lines) if x.startswith("GPU KV cache size")), len(lines)
-        )
-        warm_at = next(
-            (i for i, x in enumerate(lines) if x.startswith("Memory after warmup")), size
-        )
-        lines[size:size] = fit_after
-        lines[warm_at:warm_at] = fit_before
+    fit = (fit_before, fit_after, fit_refusal)
+    lines, refusal = vllm_report(
+        config, lay, r, weights, mtp, warm, act, given, reserved, v2, fit, offload
+    )
     if (
         config.mm_encoder_tp_mode == "data"
         and spec.vision
@@ -94,12 +90,6 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
         lines.insert(0, DATA_FALLBACK_LINE)
     if heads_fallback(spec, config):  # Kimi K2.5's MoonViT, whole on every rank (vllm_towers)
         lines.insert(0, HEADS_FALLBACK_LINE)
-    if config.cpu_offload_gb:  # the offloader's total, before the load line (vllm_offload)
-        start = sum(lay.rank_layers[:rank])
-        layers = range(start, start + lay.rank_layers[rank])
-        tp, ep, wb = config.tensor_parallel_size, config.expert_parallel_size, dtype_bits(wd) // 8
-        at = next((i for i, x in enumerate(lines) if "loading took" in x), len(lines))
-        lines[at:at] = offload_line(config, spec, tp, ep, layers, wb)
     if kv_set and refusal is None:
         refusal = oom_refusal(avail[0], max(weights), init_free)
         lines += [f"torch.OutOfMemoryError: {refusal}"] if refusal else []

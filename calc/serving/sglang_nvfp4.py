@@ -81,9 +81,9 @@ def plain_pool_gap(spec, config) -> str | None:
 def nvfp4_lines(version: tuple[int, ...], hw) -> list[str]:
     """configure_kv_cache_dtype's warning, then (0.5.21 on) the hook's backend line, which comes
     first in the log (module docstring)."""
-    from calc.serving.hardware import cuda_capability
+    from calc.serving.hardware import nvidia_capability
 
-    cap = cuda_capability(hw) if hw.vendor == "NVIDIA" else None
+    cap = nvidia_capability(hw)
     major = cap[0] if cap else None
     lines = ["NVFP4 KV Cache might lead to an accuracy drop!"]
     if version >= BACKENDS_SET_FROM:

@@ -69,19 +69,34 @@ def v1_refusal(config, r, max_model_len) -> str | None:
 
 
 def vllm_report(
-    config, lay, r, weights, mtp: bool, warm, act, given: bool, reserved=None, v2: bool = False
+    config,
+    lay,
+    r,
+    weights,
+    mtp: bool,
+    warm,
+    act,
+    given: bool,
+    reserved=None,
+    v2: bool = False,
+    fit=((), (), None),
+    offload=(),
 ):
     """(lines, refusal) for figures `r` (calc.serving.figures.vllm_figures); `mtp`: a drafter whose
     weights are not modelled (no load line); `warm`: each rank's (kv, headroom, requested) of the
     extensible cache's measurement, else None; `given`: planned from a given memory; `reserved`:
     --kv-cache-memory-bytes's line, in place of the available memory's (vllm_kv_memory); `v2`:
-    Model Runner V2 runs (the load line's words)."""
+    Model Runner V2 runs (the load line's words); `fit`: --max-model-len -1's lines before and
+    after warmup and its refusal (calc.serving.vllm_autofit.auto_fit), which stands for the size
+    lines; `offload`: the CPU offloader's line, before the load line (vllm_offload)."""
+    fit_before, fit_after, fit_refusal = fit
     L, B, page, rank = config.max_model_len, r["block_size"], r["page_bytes"], r["rank"]
     n = r["num_gpu_blocks"]
     a, tokens, conc = r["logged_available"], r["tokens"], r["max_concurrency"]
     lines = fp8_cache_line(config.kv_cache_dtype, config.version_tuple)
     lines += [*method_lines(config.speculative_method), *page_lines(lay, config.block_size)]
     lines += xpu_lines(lay, config.block_size, config.version_tuple)
+    lines += offload
     if not mtp:
         lines.append(load_line(config, weights[rank], v2))
     if lay.block_line:  # a dense MLA backend's block (vllm_mla_block)
@@ -100,21 +115,25 @@ def vllm_report(
         lines += [f"KV cache memory: {a / GIB:.2f} GiB", *override, f"# GPU blocks: {n}"]
         lines += [f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
     else:
-        refusal = v1_refusal(config, r, L)
+        refusal = fit_refusal or v1_refusal(config, r, L)
         cp = dcp_line(config.version_tuple, config.decode_context_parallel_size)
         if reserved is not None:
             lines.append(reserved)
         elif not (given and config.enable_extensible_kv_cache):  # given: the measured budget
             lines += [f"Available KV cache memory: {gib_text(a, config.version_tuple)} GiB"]
-        lines += [*override, *padding_lines(lay), *([cp] if cp else [])]
+        lines += [*override, *padding_lines(lay), *([cp] if cp else []), *fit_before]
         if warm is not None:
             _, head, req = warm[rank]
             g = lay.rank_group_size(rank)
             lines.append(warmup_line(head, committed_bytes(page, g), n, page * g, act, req))
+        lines += fit_after
         size = f"GPU KV cache size: {tokens:,} tokens"
         most = f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"
-        # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before)
-        lines += [f"{size}, {most}"] if config.version_tuple >= ONE_LINE_FROM else [size, most]
+        # one line from 0.28.0 (kv_cache_utils.update_kv_cache_capacity; two before); none
+        # where auto-fit fits no token (get_kv_cache_configs raises first)
+        if not fit_refusal:
+            one = config.version_tuple >= ONE_LINE_FROM
+            lines += [f"{size}, {most}"] if one else [size, most]
     if refusal:
         lines.append(f"ValueError: {refusal}")
     return lines, refusal

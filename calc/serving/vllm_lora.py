@@ -27,6 +27,7 @@ LoRA modules were not read (kvcalc plans Llama, Qwen2 / 2.5 and Qwen3 dense mode
 
 from __future__ import annotations
 
+from calc.activation import activation_dtype
 from calc.dtypes import dtype_bits
 
 LORA_FROM = (0, 12, 0)
@@ -93,7 +94,7 @@ def lora_load_bytes(spec, config, weight_dtype: str, layers: int, first: bool, l
 
     v, tp = config.version_tuple[:3], config.tensor_parallel_size
     L, r, full = config.max_loras, config.max_lora_rank, config.fully_sharded_loras
-    b = dtype_bits("bf16" if weight_dtype not in ("bf16", "fp16", "fp32") else weight_dtype) // 8
+    b = dtype_bits(activation_dtype(weight_dtype)) // 8  # the lora dtype "auto": the model's
     out = layers * _layer_bytes(spec, tp, L, r, full, b)
     since = FAMILIES[spec.family]
     if since is not None and v >= since:
