@@ -49,16 +49,17 @@ def sglang_plan(
         r["max_concurrency"],
     )
     v = sglang_version(config.version)
-    fp4 = nvfp4_lines(v, hw) if config.kv_cache_dtype == "nvfp4" else []  # its hook's line first
+    kv = config.kv_cache_dtype
+    fp4 = nvfp4_lines(v, hw) if kv == "nvfp4" else fp4_lines() if kv == "fp4_e2m1" else []
+    warn, hook = fp4[:1], fp4[1:]  # the warning by the pool's lines; nvfp4's hook line first
     lines = [
-        *fp4[1:],
+        *hook,
         *([lay.block_line] if lay.block_line else []),
         *sglang_dsa_lines(config, lay),
     ]
     lines.append(f"Load weight end. mem usage={w / GIB:.2f} GB")
     dtype = torch_kv_dtype(config.kv_cache_dtype, model_dtype, hw, v)
-    fp4 = fp4_lines() if config.kv_cache_dtype == "fp4_e2m1" else fp4[:1]
-    lines += fp4 + dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)  # warn first
+    lines += warn + dtype_line(v, dtype) + sglang_pool_lines(lay, config, r, dtype)
     sp, draft = speculation(config), mtp_pool_layers(config, lay)
     draft_bytes = None
     if draft and tokens > 0:  # the draft worker's pool, printed after the target's
