@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import json
 
+from calc.serving.vllm_state_dtype import release
+
 MODALITIES = {  # get_supported_mm_limits by vision kind (calc.vision)
     "siglip": ("image",),
     "pixtral": ("image",),
@@ -67,12 +69,19 @@ PP_TOWER_V2_FROM = (0, 33, 0)  # under Model Runner V2
 PP_TOWER_FROM = (0, 34, 0)  # every stage after the first
 
 
+def _flag_from(name: str, since: tuple[int, ...], version: tuple[int, ...], note: str = ""):
+    """vLLM's flag `name` is absent before `since`."""
+    if tuple(version[:3]) < since:
+        raise ValueError(
+            f"'{name}' is a vLLM flag from {release(since)}{note}: got vLLM {release(version[:3])}"
+        )
+
+
 def check_language_model_only(version: tuple[int, ...], flag: bool) -> None:
     """The flag exists from 0.17.0."""
-    if flag and tuple(version[:3]) < LANGUAGE_MODEL_ONLY_FROM:
-        raise ValueError(
-            "'language_model_only' is a vLLM flag from 0.17.0 (absent from 0.16.0): got vLLM "
-            + ".".join(str(x) for x in version[:3])
+    if flag:
+        _flag_from(
+            "language_model_only", LANGUAGE_MODEL_ONLY_FROM, version, " (absent from 0.16.0)"
         )
 
 
@@ -86,11 +95,8 @@ DATA_FALLBACK_LINE = (
 
 
 def check_encoder_tp_mode(version: tuple[int, ...], mode: str) -> None:
-    if mode != "weights" and tuple(version[:3]) < ENCODER_TP_MODE_FROM:
-        raise ValueError(
-            "'mm_encoder_tp_mode' is a vLLM flag from 0.10.2: got vLLM "
-            + ".".join(str(x) for x in version[:3])
-        )
+    if mode != "weights":
+        _flag_from("mm_encoder_tp_mode", ENCODER_TP_MODE_FROM, version)
 
 
 MOONVIT_HEADS_FALLBACK_FROM = (0, 26, 0)  # is_vit_use_data_parallel(num_heads)
@@ -149,11 +155,8 @@ def siglip_position_saving_bytes(spec, config, dtype_bytes: int) -> int:
 
 def check_skip_mm_profiling(version: tuple[int, ...], flag: bool) -> None:
     """--skip-mm-profiling exists from 0.10.1 (engine/arg_utils.py; absent from 0.10.0)."""
-    if flag and tuple(version[:3]) < SKIP_MM_PROFILING_FROM:
-        raise ValueError(
-            "'skip_mm_profiling' is a vLLM flag from 0.10.1: got vLLM "
-            + ".".join(str(x) for x in version[:3])
-        )
+    if flag:
+        _flag_from("skip_mm_profiling", SKIP_MM_PROFILING_FROM, version)
 
 
 def parse_limits(value) -> tuple[tuple[str, int], ...] | None:
