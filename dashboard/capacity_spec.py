@@ -179,7 +179,7 @@ def _lora_inputs() -> tuple[list[str], dict]:
         return keys, out
     _number(row[1], "elorn", "max_loras", (1, 1024, True), "vLLM's 1", "max_loras", keys, out,
             help="vLLM --max-loras: adapters resident at once (their slots).")  # fmt: skip
-    ranks = {str(r): r for r in MAX_LORA_RANKS}
+    ranks = {"vLLM's 16": None, **{str(r): r for r in MAX_LORA_RANKS}}  # unset: vLLM's default
     _select(row[2], "elorr", "max_lora_rank", ranks, keys, out,
             help="vLLM --max-lora-rank: the slots' rank (the release's choices).")  # fmt: skip
     return keys, out

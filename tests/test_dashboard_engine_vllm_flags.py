@@ -77,3 +77,17 @@ def test_lora_slots_are_the_plans():
     assert chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"] == (
         p.weights_bytes
     )
+
+
+def test_lora_rank_left_unset_is_vllms_default_16():
+    """LoRAConfig.max_lora_rank defaults to 16 (vllm/config/lora.py, 0.10.0 - 0.34.0): the page
+    with LoRA on and no rank chosen plans vLLM's default, not the first of the choices (1)."""
+    base = {**BASE, "model": "llama-3.1-8b"}
+    at = open_page("capacity", **base, engine="vllm", ever="0.34.0", egiven="20", elen="8192",
+                   elora="on")  # fmt: skip
+    assert errors(at) == ""
+    kw = dict(version="0.34.0", available_kv_gib=20, max_model_len=8192, enable_lora=True)
+    p16 = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", max_lora_rank=16, **kw)
+    p1 = engine_plan("llama-3.1-8b", "h100-sxm", "vllm", max_lora_rank=1, **kw)
+    weights = chart_data(at, "engine_memory").set_index("category")["bytes"]["weights"]
+    assert weights == p16.weights_bytes != p1.weights_bytes
