@@ -25,7 +25,7 @@ from calc.serving.vllm_xpu import check_xpu_derivable
 def _drafter_unknown(spec, cfg, lay, wd) -> bool:
     if cfg.engine != "vllm" or not lay.speculation.draft_layers:
         return False
-    return not drafter_modelled(spec, wd, cfg.version_tuple)
+    return not drafter_modelled(spec, wd)
 
 
 GRID_AXES = ("gpu_memory_utilization", "mem_fraction_static", "max_model_len", "available_kv_gib")

@@ -35,7 +35,7 @@ def vllm_plan(spec, hw, config, lay, weights, kd, wd, total, given_gib, calibrat
     figures, the lines and the refusal."""
     L = config.max_model_len
     # an MTP drafter whose weights are not modelled: no weights figure (vllm_drafter)
-    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd, config.version_tuple)
+    mtp = lay.speculation.draft_layers > 0 and not drafter_modelled(spec, wd)
     extensible = config.enable_extensible_kv_cache
     measured = warm = reserved = None
     # the worker's init snapshot (its free memory): a calibration's, else kvcalc's estimate

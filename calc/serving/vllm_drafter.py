@@ -83,9 +83,9 @@ def own_heads(spec, version: tuple[int, ...]) -> int:
 V2_LOAD_BUFFERS_FROM = (0, 34, 0)
 
 
-def drafter_modelled(spec, weight_dtype: str, version: tuple[int, ...] = (0, 33, 0)) -> bool:
+def drafter_modelled(spec, weight_dtype: str) -> bool:
     """Whether vllm_mtp_drafter_bytes gives a figure for this model and dtype (every release
-    from vllm_spec.MTP_FROM on is read; `version` is kept for the callers' one signature)."""
+    from vllm_spec.MTP_FROM on is read)."""
     if weight_dtype in QUANTIZED_DTYPES:
         return False
     return spec.quantization is None or spec.family in SHARED_HEAD_FAMILIES
@@ -100,7 +100,7 @@ def vllm_mtp_drafter_bytes(
     from calc.dtypes import dtype_bits
     from calc.serving.sharding import mla_kv_b_copy_bytes, padded_vocab
 
-    if not drafter_modelled(spec, weight_dtype, version):
+    if not drafter_modelled(spec, weight_dtype):
         return None
     wb = dtype_bits(weight_dtype) // 8
     head = own_heads(spec, version) * ceil(padded_vocab(spec.vocab_size) / tp) * spec.hidden_size
