@@ -39,6 +39,7 @@ COMPARED = (
     ("max_concurrency", "maximum concurrency"),
     ("max_total_num_tokens", "SGLang #tokens"),
     ("k_size_gib", "SGLang K size, GiB"),
+    ("sglang_pool_end_gib", "SGLang Memory pool end, avail GiB"),
 )
 
 
@@ -62,6 +63,9 @@ def _kvcalc_value(plan, key):
     if key == "reserved_kv_gib":
         kv_set = plan.source == "kv_cache_memory_bytes"
         return round(plan.available_kv_cache_bytes / GIB, 2) if kv_set else None
+    if key == "sglang_pool_end_gib":  # calc.serving.sglang_pool_end (derived plans only)
+        free = plan.pool_end_free_bytes
+        return None if free is None else round(free / GIB, 2)
     if key == "init_free_gib":  # the reserved line's, or the suggestion's (vllm_suggestion)
         free = plan.initial_free_bytes
         return None if free is None else round(free / GIB, 2)

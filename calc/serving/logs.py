@@ -6,6 +6,7 @@ max_concurrency, max_model_len, peak_torch_gib, non_torch_gib, total_gpu_memory_
 max_total_num_tokens, swa_layer_tokens and swa_kv_pool_gib (SGLang's sliding-window pool: its
 "full_layer_tokens=F, swa_layer_tokens=S" line sets max_total_num_tokens), kv_cache_capacity_tokens, activation_peak_gib, k_size_gib, v_size_gib,
 kv_size_gib, sglang_avail_after_weights_gib, sglang_avail_before_weights_gib,
+sglang_pool_end_gib (SGLang's "Memory pool end. avail mem"),
 needed_kv_cache_gib, estimated_max_model_len, non_kv_total_gib, attention_block_size,
 mamba_page_padding_pct (vLLM's hybrid config lines), padding_layers, warmup_free_gib,
 warmup_committed_gib, warmup_transient_gib, warmup_peak_gib, warmup_growth_gib,
@@ -80,6 +81,8 @@ PATTERNS: dict[str, re.Pattern] = {
     "torch_peak_increase_gib": re.compile(rf"torch peak memory increase: {_NUM}GiB"),
     "non_torch_increase_gib": re.compile(rf"non-torch forward increase memory: {_NUM}GiB"),
     "sglang_avail_before_weights_gib": re.compile(rf"Load weight begin\. avail mem={_NUM} GB"),
+    # init_memory_pool's last line: the free memory after the pools (calc.serving.sglang_pool_end)
+    "sglang_pool_end_gib": re.compile(rf"Memory pool end\. avail mem={_NUM} GB"),
     "sglang_avail_after_weights_gib": re.compile(
         rf"Load weight end\..*avail mem={_NUM} GB, mem usage={_NUM} GB"
     ),
@@ -193,11 +196,43 @@ def _rank0_first(text: str, pat: re.Pattern):
     return matches[0] if matches else None
 
 
+_SGLANG_RANK = re.compile(r"\bTP([0-9]+)\]")
+_SAME_RANK_AS = {  # a figure read on the rank whose line gives the one it is compared with
+    "sglang_pool_end_gib": (
+        "sglang_avail_after_weights_gib",
+        "sglang_avail_after_no_usage",
+        "sglang_avail_before_weights_gib",
+    ),
+}
+
+
+def _line_rank(text: str, m: re.Match | None) -> str | None:
+    """The SGLang rank tag ("TP3]") of the line holding `m`, None for an untagged line."""
+    if m is None:
+        return None
+    start = text.rfind("\n", 0, m.start()) + 1
+    tag = _SGLANG_RANK.search(text[start : m.start()])
+    return tag.group(1) if tag else None
+
+
+def _match(text: str, key: str, pat: re.Pattern):
+    """_rank0_first, except for a figure of _SAME_RANK_AS: its line on the rank of the first of
+    its partners the text holds (SGLang's "Memory pool end" beside the same rank's "Load weight"
+    line: sglang#22537 quotes TP0's load and every rank's pool end)."""
+    for partner in _SAME_RANK_AS.get(key, ()):
+        rank = _line_rank(text, _rank0_first(text, PATTERNS[partner]))
+        if rank is not None:
+            same = [m for m in pat.finditer(text) if _line_rank(text, m) == rank]
+            if same:
+                return same[0]
+    return _rank0_first(text, pat)
+
+
 def parse_log(text: str) -> dict:
     """The figures of one start-up log (see the module docstring); {} for no known line."""
     out: dict = {}
     for key, pat in PATTERNS.items():
-        match = _rank0_first(text, pat)
+        match = _match(text, key, pat)
         if not match:
             continue
         if key.startswith("llmd:"):

@@ -62,6 +62,11 @@ class EnginePlan(Result):
     draft_kv_size_gib: float | None = None
     # SGLang from 0.5.14: the draft worker's weights, resident when the target's pool is sized
     draft_weights_bytes: int | None = None
+    # SGLang (calc.serving.sglang_pool_end): what init_memory_pool takes from the device (its
+    # tensors in the caching allocator's segments) and, derived, the free memory its "Memory
+    # pool end. avail mem" line prints; None where kvcalc does not model the pools' tensors
+    pool_allocated_bytes: int | None = None
+    pool_end_free_bytes: int | None = None
     log_lines: list[str]
 
     @property

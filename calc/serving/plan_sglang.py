@@ -20,6 +20,7 @@ from calc.serving.sglang_kv_lines import (
     torch_kv_dtype,
 )
 from calc.serving.sglang_nvfp4 import nvfp4_lines
+from calc.serving.sglang_pool_end import pool_bytes, pool_end_line
 from calc.serving.sglang_requests import scheduler_line
 from calc.serving.sglang_spec import speculation
 from calc.serving.sglang_spec_pool import draft_pool_bytes, mtp_pool_layers
@@ -72,6 +73,12 @@ def sglang_plan(
     refusal = refusal or m.sglang_refusal(tokens)
     refusal = refusal or r["requests_refusal"]
     n = r["max_running_requests"]
+    pool = free_end = None
+    if not refusal:  # the pools' segments; the free memory after them where it was derived
+        pool = pool_bytes(v, spec, lay, config, tokens, r["request_pool_size"], L)
+    if pool is not None and budget is not None:
+        free_end = budget.available - pool
+        lines.append(pool_end_line(free_end))
     lines.append(scheduler_line(sglang_version(config.version), tokens, config, n, L))
     if refusal:
         lines.append(f"RuntimeError: {refusal}")
@@ -100,5 +107,7 @@ def sglang_plan(
         draft_layers=config.speculative_draft_num_layers or 0,
         draft_kv_size_gib=None if draft_bytes is None else round(draft_bytes / GIB, 2),
         draft_weights_bytes=(budget.held or None) if budget else None,
+        pool_allocated_bytes=pool,
+        pool_end_free_bytes=free_end,
         log_lines=lines,
     )

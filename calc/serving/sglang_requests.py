@@ -101,19 +101,14 @@ def max_running_requests(
     (module docstring; default `tokens`)."""
     given = config.max_running_requests
     dp = config.data_parallel_size if config.enable_dp_attention else 1
-    early = profiled is not None and v < RESOLVE_FROM
-    est = estimated_pool(profiled if early else tokens, context_len)
     half = tokens // 2
-    cap = None if mamba is None else mamba[0] // mamba[1]
     if v < RESOLVE_FROM:
-        pool = est if given is None else given
-        if cap is not None:
-            pool = minimum(pool, cap)
-        if v < PLUS_ONE_UNTIL:
-            pool = pool + 1
+        pool = request_pool_size(v, tokens, context_len, config, mamba, profiled)
         if given is None:
             return minimum(half, pool)
         return minimum(given // (dp if v >= DP_DIVIDE_FROM else 1), pool)
+    est = estimated_pool(tokens, context_len)
+    cap = None if mamba is None else mamba[0] // mamba[1]
     if given is None:
         n = minimum(est, half)
     else:
@@ -122,6 +117,21 @@ def max_running_requests(
             per_worker = max(1, per_worker)
         n = minimum(per_worker, est if v < GIVEN_HALF_FROM else half)
     return n if cap is None else minimum(n, cap)
+
+
+def request_pool_size(v: tuple[int, ...], tokens, context_len, config, mamba=None, profiled=None):
+    """ReqToTokenPool's size: before 0.5.10 P, the given G or E (capped by the mamba states, + 1
+    before 0.4.7); from 0.5.10 max_running_requests itself (_init_pools builds the pool of the
+    resolved count; from 0.5.11 it allocates one padding row more: calc.serving.sglang_pool_end).
+    Arguments as max_running_requests'."""
+    if v >= RESOLVE_FROM:
+        return max_running_requests(v, tokens, context_len, config, mamba, profiled)
+    given = config.max_running_requests
+    early = profiled is not None
+    pool = estimated_pool(profiled if early else tokens, context_len) if given is None else given
+    if mamba is not None:
+        pool = minimum(pool, mamba[0] // mamba[1])
+    return pool + 1 if v < PLUS_ONE_UNTIL else pool
 
 
 def requests_refusal(v: tuple[int, ...], n, mamba=None) -> str | None:
