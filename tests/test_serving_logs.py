@@ -26,6 +26,15 @@ EXPECTED_MISSES: set[tuple[str, str]] = {
     # the quoted Load weight end is TP0's, TP1 / TP2 had 0.03 GB less (Memory pool end lines):
     # tests/test_serving_sglang_defaults_logs.py checks the interval from their 160.75 GB
     ("sglang-22537-qwen3-32b-b200-tp4", "#tokens (from the logged avail mem)"),
+    # sglang#4760 (the PR branch after v0.4.4.post1, H100): its pools took 55.22 +- 0.01 GiB,
+    # 0.073 GiB more than their tensors' segments (55.1465: the case's note); the same sums hold
+    # the 0.4.1 - 0.4.3 and 0.5.10 logs to 0.01 GiB. Not explained by the source: 0.4.4's pools
+    # are the first to fill their buffers (torch.zeros, a kernel) and to create a CUDA stream,
+    # and no source sizes what either costs the driver
+    (
+        "sglang-4760-llama31-8b-h100-tp1",
+        "Memory pool end, avail GiB (from the logged Load weight end)",
+    ),
 }
 
 
@@ -49,6 +58,7 @@ def test_every_modelled_count_matches_its_log(case):
             "activation_gib",
             "non_torch_gib",
             "suggested --kv-cache-memory, GiB",
+            "Memory pool end, avail GiB",
         ):
             continue  # first-principles estimates: reported by benchmarks/engine_logs.py
         if (check.case, check.figure) in EXPECTED_MISSES:
@@ -112,6 +122,7 @@ def test_the_excerpt_parses_to_the_logged_figures(case):
         "mamba_page_padding_pct",
         "reserved_kv_gib",
         "init_free_gib",
+        "sglang_pool_end_gib",
     )
     prose = case.get("prose_figures", [])  # a report's own words, quoted in the excerpt
     for key in keys:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from calc.serving.defaults_sglang import sglang_version
 from calc.serving.evidence_checks import HALF, Check, _abs, _eq, _pct
+from calc.serving.evidence_sglang_pool import pool_end_checks
 from calc.serving.memory import sglang_k_size_bytes, sglang_max_total_tokens, sglang_rest_bytes
 from calc.serving.plan import GIB, engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
@@ -25,6 +26,7 @@ def sglang_checks(case: dict, spec: ModelSpec, s: dict, hw) -> list[Check]:
     out = _sglang_from_avail(case, cfg, lay) + _sglang_requests(case, cfg, lay)
     out += _sglang_weights(case, spec, hw, s)
     out += _sglang_first_principles(case, spec, hw, s, cfg)
+    out += pool_end_checks(case, spec, hw, s, cfg, lay)
     if lay.mla:  # one buffer, "KV size" (NSA: with the indexer keys from sglang #11309 on)
         if "kv_size_gib" not in log:  # a log quoting no pool line
             return out
