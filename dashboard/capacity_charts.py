@@ -154,11 +154,12 @@ def throughput_chart(df: pd.DataFrame) -> alt.Chart:
 
 
 ENGINE_PARTS = [
-    "weights", "draft weights", "activation peak", "non-torch", "CUDA graphs", "KV cache", "free",
+    "weights", "draft weights", "activation peak", "non-torch", "CUDA graphs", "KV cache",
+    "pool tables", "free",
 ]  # fmt: skip
 ENGINE_COLORS = alt.Scale(
     domain=ENGINE_PARTS,
-    range=["#4e79a7", "#76b7b2", "#f28e2b", "#b07aa1", "#9c755f", "#59a14f", "#d9d9d9"],
+    range=["#4e79a7", "#76b7b2", "#f28e2b", "#b07aa1", "#9c755f", "#59a14f", "#8cd17d", "#d9d9d9"],
 )
 
 

@@ -140,6 +140,15 @@ def kv_cache_bytes(p: EnginePlan) -> int:
     return p.available_kv_cache_bytes
 
 
+def pool_tables_bytes(p: EnginePlan) -> int | None:
+    """SGLang: what its pools take beyond the KV budget (the request-to-token table, the free
+    list, the segments' rounding; from 0.5.6 the RoPE tables' rebuild), out of the memory the
+    fraction leaves (calc.serving.sglang_pool_end); None where not modelled."""
+    if p.pool_allocated_bytes is None:
+        return None
+    return p.pool_allocated_bytes - kv_cache_bytes(p)
+
+
 def kv_cache_help(p: EnginePlan) -> str:
     ext = " (measured after warmup: vLLM's extensible KV cache)" if p.extensible_kv_cache else ""
     if p.allocated_kv_cache_bytes is not None:
@@ -174,7 +183,8 @@ def inverse_step(p: EnginePlan) -> str:
 def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
     """Per-GPU memory as the engine accounts it: weights (from SGLang 0.5.14 the draft's too),
     activation peak, non-torch memory, CUDA graphs (when the version subtracts them), the KV
-    cache, and the rest of the GPU's total ("free": what the engine leaves unused). Terms the
+    cache, SGLang's pool tables (pool_tables_bytes: then "free" is its "Memory pool end"
+    figure plus the load's own extra), and the rest of the GPU's total ("free": what the engine leaves unused). Terms the
     plan does not have are left out. vLLM 0.34's extensible KV cache: the measured KV cache
     (calc.serving.vllm_extensible), its CUDA graphs resident, the activation peak kept free."""
     parts = [
@@ -184,6 +194,7 @@ def engine_stack_frame(p: EnginePlan) -> pd.DataFrame:
         ("non-torch", p.non_torch_bytes),
         ("CUDA graphs", p.cudagraph_bytes or None),
         ("KV cache", kv_cache_bytes(p)),
+        ("pool tables", pool_tables_bytes(p)),
     ]
     rows = [(c, int(b)) for c, b in parts if b is not None]
     rows.append(("free", p.total_memory_bytes - sum(b for _, b in rows)))
