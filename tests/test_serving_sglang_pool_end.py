@@ -232,3 +232,19 @@ def test_calibrate_puts_kvcalcs_pool_end_beside_the_logged_one():
         "llama-3.1-8b", "h100-sxm", "sglang", version="0.4.1.post7", calibration=cal.learned
     )
     assert abs(again.pool_end_free_bytes / GIB - 8.34) < 0.05
+
+
+def test_dashboard_stack_shows_the_pool_tables():
+    from dashboard.capacity_charts import engine_memory_chart
+    from dashboard.engine_data import engine_stack_frame
+
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.9")
+    df = engine_stack_frame(p)
+    parts = dict(zip(df["category"], df["bytes"], strict=True))
+    assert parts["pool tables"] == p.pool_allocated_bytes - p.available_kv_cache_bytes
+    assert df["bytes"].sum() == p.total_memory_bytes
+    # what stays free is the Memory pool end figure plus the load's own extra
+    assert parts["free"] == p.pool_end_free_bytes + sglang_load_extra_bytes()
+    engine_memory_chart(df).to_dict()
+    vllm = engine_stack_frame(engine_plan("llama-3.1-8b", "h100-sxm", "vllm"))
+    assert "pool tables" not in set(vllm["category"])
