@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from calc import units
 from calc.serving import inverse
 from calc.serving import sglang_requests as sr
 from calc.serving import sglang_spec as ss
@@ -160,7 +161,28 @@ def kv_cache_help(p: EnginePlan) -> str:
 
 
 def stack_caption(p: EnginePlan) -> str:
-    """What the stack's "free" is, by where the KV memory came from."""
+    """What the stack's "free" is, by where the KV memory came from; SGLang's pool tables and
+    the free memory its "Memory pool end" line prints, where kvcalc has them."""
+    tables = pool_caption(p)
+    return f"{_free_caption(p)} {tables}" if tables else _free_caption(p)
+
+
+def pool_caption(p: EnginePlan) -> str:
+    if p.pool_allocated_bytes is None:
+        return ""
+    out = (
+        f"Pool tables: {units.iec_bytes(pool_tables_bytes(p))} beyond the KV budget (the "
+        "request-to-token table, the free list, the buffers' 2 MiB segments)"
+    )
+    if p.pool_end_free_bytes is None:
+        return out + "."
+    return (
+        f'{out}; SGLang\'s "Memory pool end" leaves {p.pool_end_free_bytes / GIB:.2f} GiB '
+        "for CUDA graphs and activations."
+    )
+
+
+def _free_caption(p: EnginePlan) -> str:
     if p.allocated_kv_cache_bytes is not None:
         return (
             "KV cache: the pools --max-total-tokens leaves; the rest of the KV budget is free "

@@ -248,3 +248,16 @@ def test_dashboard_stack_shows_the_pool_tables():
     engine_memory_chart(df).to_dict()
     vllm = engine_stack_frame(engine_plan("llama-3.1-8b", "h100-sxm", "vllm"))
     assert "pool tables" not in set(vllm["category"])
+
+
+def test_stack_caption_gives_the_pool_end_figure():
+    from dashboard.engine_data import pool_tables_bytes, stack_caption
+
+    p = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", version="0.5.9")
+    text = stack_caption(p)
+    assert f'"Memory pool end" leaves {p.pool_end_free_bytes / GIB:.2f} GiB' in text
+    assert f"{pool_tables_bytes(p) / GIB:.2f} GiB beyond the KV budget" in text
+    given = engine_plan("llama-3.1-8b", "h100-sxm", "sglang", available_kv_gib=20)
+    assert "beyond the KV budget" in stack_caption(given)
+    assert "Memory pool end" not in stack_caption(given)
+    assert "Pool tables" not in stack_caption(engine_plan("llama-3.1-8b", "h100-sxm", "vllm"))
