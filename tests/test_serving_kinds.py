@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import pytest
 
-from calc.presets import load_preset
+from calc.presets import load_preset, resolve_model
 from calc.serving.plan import engine_plan
+from calc.serving.sglang_swa import hybrid_swa_memory
 from calc.serving.shard_layers import layer_rank_params
 from calc.serving.sharding import rank_weight_bytes
 
@@ -202,9 +203,28 @@ def test_sglang_gpt_oss_sliding_pool():
     assert f"swa_layer_tokens={int(full * 0.8)}" in p.log_lines[2]
     p = plan("gpt-oss-120b", engine="sglang", version="0.5.10", swa_full_tokens_ratio=0.5)
     assert p.gpu_kv_cache_tokens == int(tokens * 36 / (0.5 * 18 + 18))
-    # 0.5.1 - 0.5.9: its server_args branch sets disable_hybrid_swa_memory, so
-    # ModelConfig.is_hybrid_swa is off: one token pool of all 36 layers
-    p = plan("gpt-oss-120b", engine="sglang", version="0.5.9")
+    # 0.5.8 - 0.5.9: configs/model_config.py is_hybrid_swa_model lists GptOssForCausalLM, and
+    # the server_args branch sets disable_hybrid_swa_memory only with trtllm_mha (its default on
+    # SM100; fa3 on an H100) and, in 0.5.8.x, speculative decoding (server_args.py, 0.5.8 /
+    # 0.5.8.post1 / 0.5.9 wheels): the same split as 0.5.10 on an H100
+    for v in ("0.5.8", "0.5.9"):
+        assert plan("gpt-oss-120b", engine="sglang", version=v).gpu_kv_cache_tokens == full
+    # one token pool of all 36 layers: on a B200 (trtllm_mha, its 64-token pages) up to 0.5.9,
+    # with speculative decoding in 0.5.8, and everywhere in 0.5.1 - 0.5.7 (disabled for gpt-oss
+    # up to 0.5.6.post2; 0.5.7 builds the hybrid pool for MiMo-V2 and Llama 4 only)
+    p = plan("gpt-oss-120b", "b200", engine="sglang", version="0.5.9")
+    assert p.gpu_kv_cache_tokens == tokens // 64 * 64
+    assert not any("sliding window" in line for line in p.log_lines)
+    p = plan("gpt-oss-120b", "b200", engine="sglang", version="0.5.10")  # no longer disabled
+    assert any("Use sliding window memory pool" in line for line in p.log_lines)
+    spec = resolve_model("gpt-oss-120b")
+    assert hybrid_swa_memory(spec, (0, 5, 8, 0), 9, speculative=False)
+    assert not hybrid_swa_memory(spec, (0, 5, 8, 1), 9, speculative=True)
+    assert hybrid_swa_memory(spec, (0, 5, 9, 0), 9, speculative=True)
+    assert not hybrid_swa_memory(spec, (0, 5, 9, 0), 10, speculative=False)
+    assert hybrid_swa_memory(spec, (0, 5, 10, 0), 10, speculative=True)
+    assert hybrid_swa_memory(spec, (0, 5, 8, 0), None, speculative=False)  # AMD: triton
+    p = plan("gpt-oss-120b", engine="sglang", version="0.5.7")
     assert p.gpu_kv_cache_tokens == tokens == 582542
     assert p.log_lines[2].startswith(f"KV Cache is allocated. #tokens: {tokens},")
     # not in SGLang before 0.5.1 (models/gpt_oss.py)

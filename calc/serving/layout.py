@@ -108,6 +108,7 @@ def kv_layout(
     speculation: Speculation = Speculation(),  # noqa: B008 (an immutable NamedTuple)
 ) -> KVLayout:
     """`hybrid`: vLLM's hybrid KV-cache manager on (not --disable-hybrid-kv-cache-manager);
+    SGLang's hybrid SWA memory on (calc.serving.sglang_swa.hybrid_swa_memory);
     `chunked_hybrid`: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1; `state_dtype`: the
     model dtype; `state_args`: vLLM's settings for it; `dsa`: vLLM's
     latent format for indexed layers (calc.serving.indexed.vllm_dsa_settings); `gpu` the preset name ((vendor, name) off NVIDIA)
@@ -150,7 +151,7 @@ def kv_layout(
     if "indexed_attention" in counts:
         return _indexed_layout(spec, counts, split, kv_dtype, engine, version, common, dsa)
     if engine == "sglang":
-        extra, split = sglang_hybrid_fields(spec, tp, pp, version, split)
+        extra, split = sglang_hybrid_fields(spec, tp, pp, version, split, hybrid)
         common.update(extra)
         group = Group("full_attention", max(split))
         return KVLayout((group,), max(split), split, tb, **common)

@@ -49,6 +49,7 @@ from calc.serving.sglang_parallel import sglang_parallel
 from calc.serving.sglang_spec import check_model as check_speculative_model
 from calc.serving.sglang_spec import sglang_arch
 from calc.serving.sglang_spec_pool import resolve_draft_layers
+from calc.serving.sglang_swa import hybrid_swa_memory
 from calc.serving.shard_layers import attention_tp
 from calc.serving.vllm_block import KERNEL_FROM_BLOCK_FROM, vllm_default_block
 from calc.serving.vllm_dcp import check_dcp
@@ -175,6 +176,8 @@ def prepare(
         if block != config.block_size:
             config = config.model_copy(update={"block_size": block})
     hybrid, chunked, flags, sp = True, True, StateArgs(), Speculation()
+    if config.engine == "sglang":  # its hybrid SWA memory as server_args leave it (sglang_swa)
+        hybrid = hybrid_swa_memory(spec, v, major, config.speculative_algorithm is not None)
     if config.engine == "vllm":
         hybrid = not config.disable_hybrid_kv_cache_manager
         chunked, flags = config.allow_chunked_local_attn_hybrid, config.state_args

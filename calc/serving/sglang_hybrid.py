@@ -202,8 +202,9 @@ def mamba_log_line(version: str, pool: dict) -> str:
     return f"Mamba Cache is allocated. max_mamba_cache_size: {pool['slots']}, " + sizes
 
 
-def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]):
-    """(KVLayout fields, layers each rank's token pool holds) for SGLang's hybrid pools."""
+def sglang_hybrid_fields(spec, tp: int, pp: int, version, split, swa: bool = True):
+    """(KVLayout fields, layers each rank's token pool holds) for SGLang's hybrid pools; `swa`:
+    its hybrid SWA memory on (calc.serving.sglang_swa.hybrid_swa_memory)."""
     counts = spec.attention_counts
     if "mamba" in counts:
         check_mamba2_version(spec, version)
@@ -222,7 +223,7 @@ def sglang_hybrid_fields(spec, tp: int, pp: int, version, split: tuple[int, ...]
             )
         return {"sglang_mamba": mamba_state(spec, tp)}, (counts.get("full_attention", 0),)
     if spec.family == "gpt-oss":
-        return gpt_oss_swa(spec, version, pp), split
+        return gpt_oss_swa(spec, version, pp, swa), split
     if "chunked_attention" in counts:
         swa = llama4_swa(spec, version)
         if swa and pp > 1:

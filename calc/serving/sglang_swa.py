@@ -3,10 +3,16 @@ pools, shared out by --swa-full-tokens-ratio, calc.serving.memory.sglang_swa_tok
 and release.
 
 - gpt-oss (GptOssForCausalLM, models/gpt_oss.py from 0.5.1, absent from the 0.4.10.post2
-  wheel): 0.5.1 - 0.5.9 set disable_hybrid_swa_memory in the model's server_args branch, so
-  ModelConfig.is_hybrid_swa is off and every layer sits in the one token pool as full attention;
-  from 0.5.10 (the branch no longer sets it; still so in 0.5.23's model_overrides/gpt_oss.py)
-  the sliding layers get the sliding-window pool.
+  wheel): 0.5.1 - 0.5.6.post2 set disable_hybrid_swa_memory in the model's server_args branch
+  and 0.5.7 builds the hybrid pool for MiMo-V2 and Llama 4 only, so every layer sits in the one
+  token pool as full attention. From 0.5.8 configs/model_config.py is_hybrid_swa_model lists
+  GptOssForCausalLM and the sliding layers get the sliding-window pool, except where the
+  server_args branch still sets disable_hybrid_swa_memory: in 0.5.8 - 0.5.9 with trtllm_mha as
+  the prefill or decode backend (the default it picks on SM100, is_sm100_supported: capability
+  10.x; fa3 on SM90, triton elsewhere) and in 0.5.8 - 0.5.8.post1 with speculative decoding
+  ("Disable hybrid SWA memory for GPT-OSS model with ..."; server_args.py in the 0.5.8,
+  0.5.8.post1 and 0.5.9 wheels). From 0.5.10 the branch sets it for neither (still so in
+  0.5.23's model_overrides/gpt_oss.py).
 - Llama 4's chunked layers (Llama4ForConditionalGeneration): up to 0.5.7 model_config.
   is_hybrid_model gives a hybrid pool only with --hybrid-kvcache-ratio (default None) and
   ModelRunner skips Llama 4 in the sliding-window check (model_runner.py @ 5c8bd8b51 :455-462),
@@ -42,20 +48,32 @@ from calc.serving.sglang_token_cap import CONFIGURATOR_FROM, capped
 LLAMA4_SWA_FROM = (0, 5, 8, 0)
 SWA_REQUEST_CAP_FROM = (0, 5, 14, 0)  # SWAChunkCap / SWARequestCapPoolConfigurator
 GPT_OSS_FROM = (0, 5, 1, 0)
-GPT_OSS_SWA_FROM = (0, 5, 10, 0)
+GPT_OSS_SWA_FROM = (0, 5, 8, 0)  # is_hybrid_swa_model lists GptOssForCausalLM
+GPT_OSS_TRTLLM_OFF_UNTIL = (0, 5, 10, 0)  # off with trtllm_mha, SM100's default backend
+GPT_OSS_SPEC_OFF_UNTIL = (0, 5, 9, 0)  # off with speculative decoding
 SWA_FROM_ROUNDED_FULL = (0, 5, 10, 0)  # swa = int(full x r) of the page-rounded full
 SWA_FLOOR_FROM = (0, 5, 20, 0)  # validate_swa_pool_size
 
 
-def gpt_oss_swa(spec, version: tuple[int, ...], pp: int) -> dict:
+def hybrid_swa_memory(spec, v: tuple[int, ...], major: int | None, speculative: bool) -> bool:
+    """Whether server_args leave SGLang's hybrid SWA memory on for this model (no
+    disable_hybrid_swa_memory): gpt-oss in 0.5.8 - 0.5.9 on SM100 (trtllm_mha, its default
+    backend) or, in 0.5.8.x, with speculative decoding turns it off (module docstring)."""
+    if spec.family != "gpt-oss" or v >= GPT_OSS_TRTLLM_OFF_UNTIL:
+        return True
+    return major != 10 and not (speculative and v < GPT_OSS_SPEC_OFF_UNTIL)
+
+
+def gpt_oss_swa(spec, version: tuple[int, ...], pp: int, on: bool = True) -> dict:
     """KVLayout fields for gpt-oss's pool (module docstring): {"sglang_swa": (full, sliding)}
-    from 0.5.10, {} (one pool) in 0.5.1 - 0.5.9, refused before."""
+    from 0.5.8 where `on` (hybrid_swa_memory), {} (one pool) otherwise from 0.5.1, refused
+    before."""
     if version < GPT_OSS_FROM:
         raise ValueError(
             "'version': GptOssForCausalLM is in SGLang from 0.5.1 (models/gpt_oss.py, absent from "
             f"the 0.4.10.post2 wheel): got {release_name(version)}"
         )
-    if version < GPT_OSS_SWA_FROM or not (spec.n_sliding_layers and spec.n_full_layers):
+    if version < GPT_OSS_SWA_FROM or not on or not (spec.n_sliding_layers and spec.n_full_layers):
         return {}
     if pp > 1:
         raise ValueError(
