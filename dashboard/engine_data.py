@@ -9,8 +9,10 @@ import streamlit as st
 
 from calc import units
 from calc.serving import inverse
+from calc.serving import sglang_pool_end as pe
 from calc.serving import sglang_requests as sr
 from calc.serving import sglang_spec as ss
+from calc.serving import sglang_swa as swa
 from calc.serving import vllm_dcp as dcp
 from calc.serving import vllm_mla_block as mb
 from calc.serving import vllm_spec as sd
@@ -92,7 +94,7 @@ ENGINE_VERSIONS = {
     # table, #7054's reserve, #10975's general rule, the prefill CUDA graph, the 20-35 GiB
     # tier, the graph batch capped by max_running_requests, and the newest read; and where its
     # mamba pool changes (calc/serving/sglang_hybrid.py): Qwen3-Next's first, the memory ratio,
-    # the pool's padding slot
+    # the pool's padding slot; the pools' tensors and gpt-oss's sliding-window pool
     "sglang": sorted(
         {"0.4.6", "0.4.7.post1", "0.5.3.post1", "0.5.6.post2"}
         | {
@@ -107,6 +109,9 @@ ENGINE_VERSIONS = {
                 PADDING_SLOT_FROM,
                 *REQUESTS_CHANGES,  # max_running_requests (sglang_requests)
                 *ss.SPEC_CHANGES,  # speculative decoding (sglang_spec)
+                *pe.POOL_END_CHANGES,  # the pools' tensors (sglang_pool_end)
+                swa.GPT_OSS_SWA_FROM,  # gpt-oss's sliding-window pool (sglang_swa)
+                swa.GPT_OSS_TRTLLM_OFF_UNTIL,
             )
         },
         key=sglang_version,

@@ -63,6 +63,10 @@ RET_VALUES = ((0, 4, 4, 0), (0, 5, 3, 0))  # PagedTokenToKVPoolAllocator.ret_val
 MHA_TABLES_FROM = (0, 4, 7, 1)  # data_ptrs, data_strides
 SPLIT_TABLES_FROM = (0, 4, 10, 1)  # + k_data_ptrs, v_data_ptrs; MLA's data_ptrs
 FUSED_KV_FROM = (0, 5, 23, 0)  # one (2, T + P, H, D) tensor a layer
+POOL_END_CHANGES = (  # the releases where the pools' tensors change (the dashboard's list)
+    DEVICE_FREE_LIST_FROM, MHA_TABLES_FROM, SPLIT_TABLES_FROM, RET_VALUES[1], ROPE_REGROW_FROM,
+    PADDING_ROW_FROM, FUSED_KV_FROM,
+)  # fmt: skip
 
 
 def not_modelled(spec, lay, config) -> str | None:
