@@ -238,6 +238,14 @@ def test_sglang_gemma3_keeps_one_pool():
     cell = 2 * 16 * 128 * 62 * 2
     p = plan("gemma-3-27b", engine="sglang")
     assert p.gpu_kv_cache_tokens == AVAIL // cell
+    # 0.4.9.post3 - 0.4.10.x: ModelRunner.initialize turned the hybrid pool on for the models
+    # with get_attention_sliding_window_size (Gemma 2 until 0.4.10.post2's check_server_args
+    # disabled it, Gemma 3 until 0.5.1's model_specific_adjustments): refused, not modelled
+    for model, version in (("gemma-2-9b", "0.4.9.post3"), ("gemma-3-27b", "0.4.10.post2")):
+        with pytest.raises(ValueError, match="hybrid sliding-window pool .* not model"):
+            plan(model, engine="sglang", version=version)
+    assert plan("gemma-2-9b", engine="sglang", version="0.4.10.post2").gpu_kv_cache_tokens
+    assert plan("gemma-2-9b", engine="sglang", version="0.4.9.post2").gpu_kv_cache_tokens
 
 
 # --- the releases that changed vLLM's grouping (read in each release's PyPI sdist) -----------

@@ -58,7 +58,7 @@ from calc.layers import KINDS
 from calc.plan_core import floor_int
 from calc.serving.defaults_sglang import release_name, sglang_version
 from calc.serving.sglang_ssm import SSM_BYTES, SSM_NAMES, sglang_ssm_dtype
-from calc.serving.sglang_swa import gpt_oss_swa, llama4_swa
+from calc.serving.sglang_swa import check_gemma_swa, gpt_oss_swa, llama4_swa
 from calc.serving.vllm_mamba import is_nemotron_h, is_qwen35
 
 GIB = 2**30
@@ -206,6 +206,7 @@ def sglang_hybrid_fields(spec, tp: int, pp: int, version, split, swa: bool = Tru
     """(KVLayout fields, layers each rank's token pool holds) for SGLang's hybrid pools; `swa`:
     its hybrid SWA memory on (calc.serving.sglang_swa.hybrid_swa_memory)."""
     counts = spec.attention_counts
+    check_gemma_swa(spec, version)
     if "mamba" in counts:
         check_mamba2_version(spec, version)
     if is_qwen35(spec) and version < QWEN35_FROM:

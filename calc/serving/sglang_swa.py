@@ -20,7 +20,12 @@ and release.
   lists Llama4ForConditionalGeneration (configs/model_config.py in the 0.5.8 wheel, still in
   0.5.23) and the chunked layers get the sliding-window pool (full layers every fourth,
   get_hybrid_layer_ids).
-- Gemma 2 / 3: disable_hybrid_swa_memory is set for them in every release read (one pool).
+- Gemma 2 / 3 (the models with get_attention_sliding_window_size): one pool, except in
+  0.4.9.post3 - 0.4.10.post1 (Gemma 2) and 0.4.9.post3 - 0.4.10.post2 (Gemma 3, 3n), where
+  ModelRunner.initialize turns the hybrid pool on for them after the load (disable_hybrid_swa_
+  memory off by default; 0.4.10.post2's check_server_args sets it for Gemma2ForCausalLM, 0.5.1's
+  model_specific_adjustments for the Gemma 2 / 3 / 3n family): that early pool (page 1, sized by
+  set_num_token_hybrid, its own lines) is not modelled, so those releases are refused for them.
 The pools' sizes (SWAKVPool's two token pools, swa = int(full x r), r the ratio, both in whole
 pages): up to 0.5.10 from the one-pool count, full = int(T x layers / (r x n_swa + n_full))
 (calc.serving.memory.sglang_swa_tokens; set_num_tokens_hybrid_swa, 0.5.10's
@@ -53,6 +58,26 @@ GPT_OSS_TRTLLM_OFF_UNTIL = (0, 5, 10, 0)  # off with trtllm_mha, SM100's default
 GPT_OSS_SPEC_OFF_UNTIL = (0, 5, 9, 0)  # off with speculative decoding
 SWA_FROM_ROUNDED_FULL = (0, 5, 10, 0)  # swa = int(full x r) of the page-rounded full
 SWA_FLOOR_FROM = (0, 5, 20, 0)  # validate_swa_pool_size
+
+
+GEMMA_EARLY_SWA = {  # [from, until): ModelRunner.initialize's switch for these families
+    "gemma-2": ((0, 4, 9, 3), (0, 4, 10, 2)),
+    "gemma-3": ((0, 4, 9, 3), (0, 5, 1, 0)),
+}
+
+
+def check_gemma_swa(spec, v: tuple[int, ...]) -> None:
+    """Refuse the releases that give Gemma 2 / 3 the early sliding-window pool (module
+    docstring), which kvcalc does not model."""
+    family = "gemma-3" if spec.family.startswith("gemma-3") else spec.family
+    span = GEMMA_EARLY_SWA.get(family)
+    if span and span[0] <= v < span[1] and spec.n_sliding_layers:
+        raise ValueError(
+            f"'version': SGLang {release_name(v)} gives {spec.name} its hybrid sliding-window "
+            f"pool (ModelRunner.initialize, from {release_name(span[0])} until "
+            f"{release_name(span[1])}), which kvcalc does not model: plan an earlier or a "
+            "later release"
+        )
 
 
 def hybrid_swa_memory(spec, v: tuple[int, ...], major: int | None, speculative: bool) -> bool:
