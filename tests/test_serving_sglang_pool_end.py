@@ -19,6 +19,7 @@ from calc.serving.sglang_pool_end import (
     rope_delta_bytes,
 )
 from calc.serving.sglang_requests import request_pool_size
+from calc.serving.sglang_swa_pool_end import swa_reserved_bytes
 
 MiB = 1 << 20
 
@@ -261,3 +262,29 @@ def test_stack_caption_gives_the_pool_end_figure():
     assert "beyond the KV budget" in stack_caption(given)
     assert "Memory pool end" not in stack_caption(given)
     assert "Pool tables" not in stack_caption(engine_plan("llama-3.1-8b", "h100-sxm", "vllm"))
+
+
+def test_sliding_window_pools_written_out():
+    # gpt-oss-20b at TP 1 (12 full + 12 sliding layers, 8 KV heads x 64, bf16), SGLang 0.5.17
+    # (mem_cache/swa_memory_pool.py: the full layers' pool first), 100,000 full and 80,000
+    # sliding tokens, page 1, a request pool of 2,048 (+ 1 padding row), context 131,072:
+    # - req_to_token 2,049 x 131,076 x 4 B = 1,074,298,896 B: 513 x 2 MiB
+    # - 24 full buffers of 100,001 x 1,024 B = 102,401,024 B: 49 x 2 MiB each
+    # - 24 sliding buffers of 80,001 x 1,024 B = 81,921,024 B: 40 x 2 MiB each
+    # - small pool: the 8 pointer tables (512 B blocks) and the 800,000 / 640,000 B free lists
+    #   fill one 2 MiB segment to 652,800 B free; the zeros(100,001) int64 temporary opens a
+    #   second, where the 800,016 B mapping follows it; clear()'s new sliding list takes the
+    #   first segment's 652,800 B, the new full list the freed temporary's block: two segments
+    spec, cfg, lay = _prepared("gpt-oss-20b", version="0.5.17")
+    assert lay.sglang_swa == (12, 12) and lay.kv_heads * lay.head_size * lay.kv_bytes == 1024
+    got = swa_reserved_bytes((0, 5, 17, 0), lay, 1, 100_000, 80_000, 2048, 131_072)
+    assert got == (513 + 24 * 49 + 24 * 40 + 2 * 1) * 2 * MiB
+    # up to 0.5.16 the sliding pool is built first: the same segments here
+    assert swa_reserved_bytes((0, 5, 16, 0), lay, 1, 100_000, 80_000, 2048, 131_072) == got
+
+
+def test_sliding_window_plan_prints_the_pool_end():
+    p = engine_plan("gpt-oss-120b", "h100-sxm", "sglang", version="0.5.17")
+    assert p.pool_end_free_bytes is not None
+    i = next(i for i, x in enumerate(p.log_lines) if x.startswith("SWAKVPool mem usage"))
+    assert p.log_lines[i + 1] == f"Memory pool end. avail mem={p.pool_end_free_bytes / GIB:.2f} GB"

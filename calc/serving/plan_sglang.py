@@ -75,7 +75,8 @@ def sglang_plan(
     n = r["max_running_requests"]
     pool = free_end = None
     if not refusal:  # the pools' segments; the free memory after them where it was derived
-        pool = pool_bytes(v, spec, lay, config, tokens, r["request_pool_size"], L)
+        size, swa = r["request_pool_size"], r["swa_tokens"]
+        pool = pool_bytes(v, spec, lay, config, tokens, size, L, swa)
     if pool is not None and budget is not None:
         free_end = budget.available - pool
         lines.append(pool_end_line(free_end))

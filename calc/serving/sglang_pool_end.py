@@ -32,9 +32,10 @@ pools are built in ModelRunner.init_memory_pool up to 0.5.13, ModelRunner.alloc_
 tensor between the lines on this path (TorchMemorySaver, Mooncake's MemPool and the CUDA VMM
 arena of 0.5.16 are off by default). What the weights' partly used segments could take of the
 tiny tables is not known: they are counted as a fresh 2 MiB small segment.
-A dense pool and an MLA pool are modelled; the others (sliding-window, mamba, DSA / NSA
-indexer, nvfp4 / fp4 scales, speculative decoding's draft pool and copy buffers, pipeline
-stages) are not: their plans carry no pool-end figure.
+A dense pool, an MLA pool and the sliding-window pools kvcalc plans (0.5.8 on: calc.serving.
+sglang_swa_pool_end) are modelled; the others (mamba, DSA / NSA indexer, nvfp4 / fp4 scales,
+speculative decoding's draft pool and copy buffers, pipeline stages, DP attention, multimodal
+models) are not: their plans carry no pool-end figure.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ POOL_END_CHANGES = (  # the releases where the pools' tensors change (the dashbo
 def not_modelled(spec, lay, config) -> str | None:
     """Why kvcalc has no pool-end figure for this deployment (None: it has one)."""
     for cause, why in (
-        (lay.sglang_swa, "a sliding-window pool"),
+        (lay.sglang_swa and lay.sglang_swa[1] == 0, "a pool of sliding layers only"),
         (lay.sglang_mamba, "a mamba state pool"),
         (lay.index_bytes, "an NSA indexer pool"),
         (lay.shared_token_bytes or lay.logged_head_size, f"a {config.kv_cache_dtype} pool"),
@@ -98,24 +99,35 @@ def rope_delta_bytes(spec, v: tuple[int, ...], context_len: int) -> int:
     return out
 
 
+def request_table_bytes(v: tuple[int, ...], size: int, context_len: int) -> int:
+    """ReqToTokenPool.req_to_token (module docstring, 2); `size`: the request pool's size."""
+    return (size + (1 if v >= PADDING_ROW_FROM else 0)) * (context_len + 4) * INT32
+
+
+def mha_tensors(v: tuple[int, ...], lay, tokens: int, page_size: int, layers: int) -> list:
+    """One MHATokenToKVPool of `layers` layers and `tokens` rows (+ page_size): its K / V
+    buffers and pointer tables (module docstring, 3), (bytes, count) pairs."""
+    k = (tokens + page_size) * lay.kv_heads * lay.head_size * lay.kv_bytes
+    out = [(2 * k, layers) if v >= FUSED_KV_FROM else (k, 2 * layers)]
+    if v >= SPLIT_TABLES_FROM:
+        out += [(layers * 8, 2), (2 * layers * 8, 2)]
+    elif v >= MHA_TABLES_FROM:
+        out.append((2 * layers * 8, 2))
+    return out
+
+
 def pool_tensors(v: tuple[int, ...], lay, page_size: int, tokens: int, size: int, context_len: int):
     """The pools' device tensors in allocation order, (bytes, count) pairs (module docstring,
     2 - 4); `size`: the request pool's size."""
     P, T = page_size, tokens
     layers = max(lay.rank_layers)
-    rows = size + (1 if v >= PADDING_ROW_FROM else 0)
-    out = [(rows * (context_len + 4) * INT32, 1)]
+    out = [(request_table_bytes(v, size, context_len), 1)]
     if lay.mla:
         out.append(((T + P) * lay.head_size * lay.kv_bytes, layers))
         if v >= SPLIT_TABLES_FROM:
             out.append((layers * 8, 1))
     else:
-        k = (T + P) * lay.kv_heads * lay.head_size * lay.kv_bytes
-        out.append((2 * k, layers) if v >= FUSED_KV_FROM else (k, 2 * layers))
-        if v >= SPLIT_TABLES_FROM:
-            out += [(layers * 8, 2), (2 * layers * 8, 2)]
-        elif v >= MHA_TABLES_FROM:
-            out.append((2 * layers * 8, 2))
+        out += mha_tensors(v, lay, T, P, layers)
     if v >= DEVICE_FREE_LIST_FROM:
         out.append(((T if P == 1 else T // P) * INT64, 1))
         if P > 1 and RET_VALUES[0] <= v < RET_VALUES[1]:
@@ -123,13 +135,21 @@ def pool_tensors(v: tuple[int, ...], lay, page_size: int, tokens: int, size: int
     return out
 
 
-def pool_bytes(v: tuple[int, ...], spec, lay, config, tokens: int, size: int, context_len: int):
+def pool_bytes(
+    v: tuple[int, ...], spec, lay, config, tokens: int, size: int, context_len: int, swa=None
+):
     """What the device loses between "Load weight end" and "Memory pool end" (the RoPE rebuild
-    and the pools' segments), or None where not modelled (not_modelled)."""
+    and the pools' segments), or None where not modelled (not_modelled); `swa`: the sliding
+    layers' pool's tokens (calc.serving.sglang_swa_pool_end)."""
     if not_modelled(spec, lay, config) or tokens <= 0:
         return None
-    tensors = pool_tensors(v, lay, config.page_size, tokens, size, context_len)
-    return rope_delta_bytes(spec, v, context_len) + reserved_bytes(tensors)
+    if lay.sglang_swa:
+        from calc.serving.sglang_swa_pool_end import swa_reserved_bytes
+
+        pools = swa_reserved_bytes(v, lay, config.page_size, tokens, swa, size, context_len)
+    else:
+        pools = reserved_bytes(pool_tensors(v, lay, config.page_size, tokens, size, context_len))
+    return rope_delta_bytes(spec, v, context_len) + pools
 
 
 def reserved_bytes(tensors) -> int:
