@@ -104,10 +104,11 @@ def request_table_bytes(v: tuple[int, ...], size: int, context_len: int) -> int:
     return (size + (1 if v >= PADDING_ROW_FROM else 0)) * (context_len + 4) * INT32
 
 
-def mha_tensors(v: tuple[int, ...], lay, tokens: int, page_size: int, layers: int) -> list:
-    """One MHATokenToKVPool of `layers` layers and `tokens` rows (+ page_size): its K / V
-    buffers and pointer tables (module docstring, 3), (bytes, count) pairs."""
-    k = (tokens + page_size) * lay.kv_heads * lay.head_size * lay.kv_bytes
+def mha_tensors(v: tuple[int, ...], row: int, tokens: int, page_size: int, layers: int) -> list:
+    """One MHATokenToKVPool of `layers` layers and `tokens` rows (+ page_size) of `row` bytes
+    (a token's K of one layer): its K / V buffers and pointer tables (module docstring, 3),
+    (bytes, count) pairs."""
+    k = (tokens + page_size) * row
     out = [(2 * k, layers) if v >= FUSED_KV_FROM else (k, 2 * layers)]
     if v >= SPLIT_TABLES_FROM:
         out += [(layers * 8, 2), (2 * layers * 8, 2)]
@@ -127,7 +128,7 @@ def pool_tensors(v: tuple[int, ...], lay, page_size: int, tokens: int, size: int
         if v >= SPLIT_TABLES_FROM:
             out.append((layers * 8, 1))
     else:
-        out += mha_tensors(v, lay, T, P, layers)
+        out += mha_tensors(v, lay.kv_heads * lay.head_size * lay.kv_bytes, T, P, layers)
     if v >= DEVICE_FREE_LIST_FROM:
         out.append(((T if P == 1 else T // P) * INT64, 1))
         if P > 1 and RET_VALUES[0] <= v < RET_VALUES[1]:

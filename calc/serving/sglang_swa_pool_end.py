@@ -24,16 +24,17 @@ from calc.serving.sglang_pool_end import INT64, mha_tensors, request_table_bytes
 FULL_FIRST_FROM = (0, 5, 17, 0)
 
 
-def swa_events(v, lay, page_size: int, full: int, swa: int, size: int, context_len: int):
-    """The requests and frees of the window after the RoPE rebuild (module docstring)."""
+def swa_events(v, layers, row, page_size: int, full: int, swa: int, size: int, context_len: int):
+    """The requests and frees of the window after the RoPE rebuild (module docstring);
+    `layers`: (full, sliding) layers, `row`: a token's K bytes in one layer."""
     P = page_size
-    n_full, n_swa = lay.sglang_swa
+    n_full, n_swa = layers
     pools = [(full, n_full), (swa, n_swa)]
     if v < FULL_FIRST_FROM:
         pools.reverse()
     sizes = [request_table_bytes(v, size, context_len)]
     for tokens, layers in pools:
-        sizes += [b for b, c in mha_tensors(v, lay, tokens, P, layers) for _ in range(c)]
+        sizes += [b for b, c in mha_tensors(v, row, tokens, P, layers) for _ in range(c)]
     events: list = list(sizes)
     n = len(sizes)
 
@@ -56,10 +57,13 @@ def swa_events(v, lay, page_size: int, full: int, swa: int, size: int, context_l
 
 
 def swa_reserved_bytes(v, lay, page_size: int, full: int, swa: int, size: int, context_len: int):
-    """The segments the pools and the allocator hold at "Memory pool end"."""
-    return _reserved(swa_events(v, lay, page_size, full, swa, size, context_len))
+    """The segments the pools and the allocator hold at "Memory pool end" (cached by plain
+    arguments: a warm plan does not rebuild the events)."""
+    row = lay.kv_heads * lay.head_size * lay.kv_bytes
+    return _reserved(v, lay.sglang_swa, row, page_size, full, swa, size, context_len)
 
 
 @functools.lru_cache(maxsize=1024)
-def _reserved(events: tuple) -> int:
+def _reserved(v, layers, row, page_size, full, swa, size, context_len) -> int:
+    events = swa_events(v, layers, row, page_size, full, swa, size, context_len)
     return caching_allocator(events, empty_cache=True)[1]
