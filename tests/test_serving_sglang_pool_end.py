@@ -8,6 +8,7 @@ import random
 import pytest
 
 from calc.serving.allocator import caching_allocator
+from calc.serving.hardware import resolve_hardware
 from calc.serving.logs import parse_log
 from calc.serving.plan import engine_plan, prepare
 from calc.serving.sglang_memory import sglang_load_extra_bytes
@@ -288,3 +289,23 @@ def test_sliding_window_plan_prints_the_pool_end():
     assert p.pool_end_free_bytes is not None
     i = next(i for i, x in enumerate(p.log_lines) if x.startswith("SWAKVPool mem usage"))
     assert p.log_lines[i + 1] == f"Memory pool end. avail mem={p.pool_end_free_bytes / GIB:.2f} GB"
+
+
+def test_a_sliding_window_log_without_its_swa_count_is_not_modelled():
+    from calc.serving.evidence_sglang_pool import pool_end_checks
+
+    spec, cfg, lay = _prepared("gpt-oss-20b", version="0.5.17")
+    case = {
+        "id": "gpt-oss-no-swa-count",
+        "logged": {
+            "sglang_avail_after_weights_gib": 60.0,
+            "sglang_pool_end_gib": 10.0,
+            "max_total_num_tokens": 100_000,
+        },
+    }
+    (check, *_) = pool_end_checks(
+        case, spec, resolve_hardware("h100-sxm"), {"version": "0.5.17"}, cfg, lay
+    )
+    assert check.verdict == "not modelled"
+    with pytest.raises(ValueError, match="'swa'"):
+        pool_bytes((0, 5, 17, 0), spec, lay, cfg, 100_000, 2048, 131_072)

@@ -33,7 +33,10 @@ def _from_log(case: dict, spec, cfg, lay) -> list[Check]:
     v, t = sglang_version(cfg.version), log["max_total_num_tokens"]
     L = log.get("context_len", cfg.max_model_len)
     size = request_pool_size(v, t, L, cfg)
-    pool = pool_bytes(v, spec, lay, cfg, t, size, L)
+    swa = log.get("swa_layer_tokens")  # a sliding-window pool's second count
+    pool = (
+        None if lay.sglang_swa and swa is None else pool_bytes(v, spec, lay, cfg, t, size, L, swa)
+    )
     if pool is None:
         return [Check(case["id"], FROM_LOG, log["sglang_pool_end_gib"], "-", "not modelled")]
     mine = after - pool / GIB

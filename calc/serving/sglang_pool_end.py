@@ -144,6 +144,8 @@ def pool_bytes(
     layers' pool's tokens (calc.serving.sglang_swa_pool_end)."""
     if not_modelled(spec, lay, config) or tokens <= 0:
         return None
+    if lay.sglang_swa and swa is None:
+        raise ValueError("'swa': the sliding layers' tokens are needed for a sliding-window pool")
     if lay.sglang_swa:
         from calc.serving.sglang_swa_pool_end import swa_reserved_bytes
 
