@@ -47,6 +47,16 @@ class Free(NamedTuple):
     index: int
 
 
+def allocation_size(size: int) -> int:
+    """get_allocation_size: the new segment a request of `size` (rounded to 512 B) takes when no
+    cached block fits (module docstring)."""
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
 def caching_allocator(events: Sequence[int | Free], empty_cache: bool = False) -> tuple[int, int]:
     """(allocated, reserved) bytes after `events` on a fresh device, one stream: an int asks for
     that many bytes, a Free gives back an earlier request. Allocated is what
@@ -77,12 +87,7 @@ def caching_allocator(events: Sequence[int | Free], empty_cache: bool = False) -
             _, seg, off = pool.pop(i)
             block = next(b for b in segments[seg] if b[1] == off)
         else:
-            if small:
-                seg_size = SMALL_BUFFER
-            elif size < MIN_LARGE_ALLOC:
-                seg_size = LARGE_BUFFER
-            else:
-                seg_size = -(-size // ROUND_LARGE) * ROUND_LARGE
+            seg_size = allocation_size(size)
             reserved += seg_size
             block = [len(segments), 0, seg_size, False, small]
             segments.append([block])

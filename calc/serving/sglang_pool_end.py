@@ -43,14 +43,7 @@ from __future__ import annotations
 import bisect
 import functools
 
-from calc.serving.allocator import (
-    LARGE_BUFFER,
-    MIN_BLOCK,
-    MIN_LARGE_ALLOC,
-    ROUND_LARGE,
-    SMALL_BUFFER,
-    SMALL_SIZE,
-)
+from calc.serving.allocator import MIN_BLOCK, MIN_LARGE_ALLOC, SMALL_SIZE, allocation_size
 from calc.serving.sglang_spec import speculation
 from calc.serving.sharding import rotary_tables
 
@@ -117,6 +110,12 @@ def mha_tensors(v: tuple[int, ...], row: int, tokens: int, page_size: int, layer
     return out
 
 
+def free_list_bytes(tokens: int, page_size: int) -> int:
+    """An allocator's int64 free list: arange(1, T + 1) of slots (TokenToKVPoolAllocator, page
+    1) or arange(1, T / P + 1) of pages (PagedTokenToKVPoolAllocator)."""
+    return tokens // page_size * INT64
+
+
 def pool_tensors(v: tuple[int, ...], lay, page_size: int, tokens: int, size: int, context_len: int):
     """The pools' device tensors in allocation order, (bytes, count) pairs (module docstring,
     2 - 4); `size`: the request pool's size."""
@@ -130,7 +129,7 @@ def pool_tensors(v: tuple[int, ...], lay, page_size: int, tokens: int, size: int
     else:
         out += mha_tensors(v, lay.kv_heads * lay.head_size * lay.kv_bytes, T, P, layers)
     if v >= DEVICE_FREE_LIST_FROM:
-        out.append(((T if P == 1 else T // P) * INT64, 1))
+        out.append((free_list_bytes(T, P), 1))
         if P > 1 and RET_VALUES[0] <= v < RET_VALUES[1]:
             out.append((INT64, 1))
     return out
@@ -183,11 +182,11 @@ def reserved_segments(tensors: tuple[tuple[int, int], ...]) -> int:
                 held[block] -= 1
                 if not held[block]:
                     del held[block], pool[i]
-            elif small or size < MIN_LARGE_ALLOC:
-                block = SMALL_BUFFER if small else LARGE_BUFFER
+            elif size < MIN_LARGE_ALLOC:  # a 2 or 20 MiB segment the next copies may share
+                block = allocation_size(size)
                 reserved += block
             else:  # a segment of its own for every remaining copy, each leaving the same tail
-                block = -(-size // ROUND_LARGE) * ROUND_LARGE
+                block = allocation_size(size)
                 reserved += count * block
                 if block - size > SMALL_SIZE:
                     _keep(pool, held, block - size, count)
@@ -201,11 +200,7 @@ def reserved_segments(tensors: tuple[tuple[int, int], ...]) -> int:
 
 def segment_bytes(nbytes: int) -> int:
     """The segment one tensor of `nbytes` takes on its own (reserved_bytes of one tensor)."""
-    if nbytes <= SMALL_SIZE:
-        return SMALL_BUFFER
-    if nbytes < MIN_LARGE_ALLOC:
-        return LARGE_BUFFER
-    return -(-nbytes // ROUND_LARGE) * ROUND_LARGE
+    return allocation_size(max(MIN_BLOCK, -(-nbytes // MIN_BLOCK) * MIN_BLOCK))
 
 
 def _keep(pool: list[int], held: dict[int, int], size: int, n: int) -> None:

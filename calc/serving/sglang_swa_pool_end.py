@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 
 from calc.serving.allocator import Free, caching_allocator
-from calc.serving.sglang_pool_end import INT64, mha_tensors, request_table_bytes
+from calc.serving.sglang_pool_end import INT64, free_list_bytes, mha_tensors, request_table_bytes
 
 FULL_FIRST_FROM = (0, 5, 17, 0)
 
@@ -44,14 +44,14 @@ def swa_events(v, layers, row, page_size: int, full: int, swa: int, size: int, c
         n += 1
         return n - 1
 
-    free_full = ask((full if P == 1 else full // P) * INT64)
-    free_swa = ask((swa if P == 1 else swa // P) * INT64)
+    free_full = ask(free_list_bytes(full, P))
+    free_swa = ask(free_list_bytes(swa, P))
     zeros, minus_one = ask((full + P) * INT64), ask(INT64)
     ask((full + P + 1) * INT64)  # the mapping
     events += [Free(zeros), Free(minus_one)]
-    ask((swa if P == 1 else swa // P) * INT64)  # clear(): the sliding layers' list again
+    ask(free_list_bytes(swa, P))  # clear(): the sliding layers' list again
     events.append(Free(free_swa))
-    ask((full if P == 1 else full // P) * INT64)
+    ask(free_list_bytes(full, P))
     events.append(Free(free_full))
     return tuple(events)
 
