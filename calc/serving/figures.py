@@ -19,12 +19,7 @@ from calc.serving.sglang_budget import mm_reserve_bytes
 from calc.serving.sglang_hybrid import sglang_mamba_pool
 from calc.serving.sglang_memory import sglang_init_used_bytes, sglang_load_extra_bytes
 from calc.serving.sglang_multimodal import sglang_multimodal
-from calc.serving.sglang_requests import (
-    mamba_cap,
-    max_running_requests,
-    request_pool_size,
-    requests_refusal,
-)
+from calc.serving.sglang_requests import mamba_cap, requests_and_pool_size, requests_refusal
 from calc.serving.sglang_spec_pool import draft_weight_bytes, headroom_tokens, pool_cell_bytes
 from calc.serving.sglang_swa import check_swa_args, sglang_swa_pools, swa_pool_refusal
 from calc.serving.sglang_token_cap import CONFIGURATOR_FROM, capped, e_count
@@ -242,13 +237,13 @@ def sglang_figures(lay, config, rest, max_model_len) -> dict:
     if mamba is not None:
         cap = mamba_cap(lay.sglang_mamba, v, config, mamba["slots"])
     e_in = e_count(v, profiled, limit)
-    n = max_running_requests(v, tokens, max_model_len, config, cap, e_in)
+    n, pool_size = requests_and_pool_size(v, tokens, max_model_len, config, cap, e_in)
     # validate_swa_pool_size raises before max_running_requests is resolved
     refusal = lay.sglang_swa and swa_pool_refusal(v, lay, P, first and first[1], swa)
     return {
         "mamba": mamba,
         "max_running_requests": n,
-        "request_pool_size": request_pool_size(v, tokens, max_model_len, config, cap, e_in),
+        "request_pool_size": pool_size,
         "requests_refusal": refusal or requests_refusal(v, n, cap),
         "cell_bytes": cell,
         "tokens": tokens,

@@ -99,14 +99,12 @@ def max_running_requests(
     array); `mamba`: (max_mamba_cache_size, r) for linear-attention models; `profiled`: the
     count before the page rounding and the sliding-window split, which E reads before 0.5.10
     (module docstring; default `tokens`)."""
+    if v < RESOLVE_FROM:
+        pool = request_pool_size(v, tokens, context_len, config, mamba, profiled)
+        return _capped_by_pool(v, tokens, config, pool)
     given = config.max_running_requests
     dp = config.data_parallel_size if config.enable_dp_attention else 1
     half = tokens // 2
-    if v < RESOLVE_FROM:
-        pool = request_pool_size(v, tokens, context_len, config, mamba, profiled)
-        if given is None:
-            return minimum(half, pool)
-        return minimum(given // (dp if v >= DP_DIVIDE_FROM else 1), pool)
     est = estimated_pool(tokens, context_len)
     cap = None if mamba is None else mamba[0] // mamba[1]
     if given is None:
@@ -117,6 +115,25 @@ def max_running_requests(
             per_worker = max(1, per_worker)
         n = minimum(per_worker, est if v < GIVEN_HALF_FROM else half)
     return n if cap is None else minimum(n, cap)
+
+
+def _capped_by_pool(v: tuple[int, ...], tokens, config, pool):
+    """Before 0.5.10: min(T // 2, P), or the given G (// dp from 0.4.1.post7) against P."""
+    given = config.max_running_requests
+    if given is None:
+        return minimum(tokens // 2, pool)
+    dp = config.data_parallel_size if config.enable_dp_attention else 1
+    return minimum(given // (dp if v >= DP_DIVIDE_FROM else 1), pool)
+
+
+def requests_and_pool_size(v, tokens, context_len, config, mamba=None, profiled=None) -> tuple:
+    """(max_running_requests, ReqToTokenPool's size), each worked out once (arguments as
+    max_running_requests')."""
+    if v >= RESOLVE_FROM:
+        n = max_running_requests(v, tokens, context_len, config, mamba, profiled)
+        return n, n
+    pool = request_pool_size(v, tokens, context_len, config, mamba, profiled)
+    return _capped_by_pool(v, tokens, config, pool), pool
 
 
 def request_pool_size(v: tuple[int, ...], tokens, context_len, config, mamba=None, profiled=None):
